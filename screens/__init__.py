@@ -1,0 +1,1 @@
+"""Textual screens, one per wizard step (filled in by the TUI issue)."""

@@ -1,0 +1,166 @@
+"""`specdec-tui` command line.
+
+Exit codes: 0 all requested steps passed (warnings allowed), 1 a step failed, 2 usage or profile error,
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import __version__
+from .core.engine import EXIT_INTERRUPTED, EXIT_USAGE, Engine, parse_steps, run_engine_blocking
+from .core.profile import ProfileError, bundled_profiles, load_profile
+from .core.rundir import default_run_dir
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message}. Run `specdec-tui --help` for the options.")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="specdec-tui",
+        description="Deploy EAGLE3 speculative decoding with vLLM Neuron and measure what it buys: "
+                    "environment check, checkpoints, dataset, baseline and EAGLE3 servers, benchmarks, "
+                    "side-by-side results and diagnostics.",
+        epilog="Exit codes: 0 passed, 1 a step failed, 2 usage or profile error, 130 interrupted.",
+    )
+    p.add_argument("--profile", metavar="NAME|PATH", help="bundled profile name or path to a TOML profile")
+    p.add_argument("--demo", action="store_true", help="same as --profile demo (simulated backend, no hardware)")
+    p.add_argument("--headless", action="store_true", help="run without the interactive UI (for automation)")
+    p.add_argument("--steps", metavar="ID,...",
+                   help="steps to run, comma-separated: env,checkpoints,dataset,baseline,eagle3,results")
+    p.add_argument("--run-dir", metavar="DIR", help="run directory (default ./specdec-runs/<time>-<profile>/)")
+    p.add_argument("--json", action="store_true", help="print report.json on stdout (progress goes to stderr)")
+    p.add_argument("--show-commands", action="store_true", help="print the exact commands the profile runs, then exit")
+    p.add_argument("--list-profiles", action="store_true", help="list the bundled profiles, then exit")
+    p.add_argument("--verbose", "-v", action="store_true", help="headless: also stream the raw server log")
+    p.add_argument("--version", action="store_true", help="print the version, then exit")
+    return p
+
+
+def _fail_usage(msg: str) -> int:
+    print(f"specdec-tui: error: {msg}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _version_text() -> str:
+    try:
+        from importlib.metadata import version
+
+        tv = version("textual")
+    except Exception:
+        tv = "not installed"
+    return f"specdec-tui {__version__} (Textual {tv}, Python {sys.version.split()[0]})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        return _fail_usage(str(exc))
+    if args.version:
+        print(_version_text())
+        return 0
+    if args.list_profiles:
+        for name, path in bundled_profiles().items():
+            try:
+                prof = load_profile(str(path))
+                desc = prof.data.get("description", "")
+                sim = " [simulated]" if prof.simulated else ""
+            except ProfileError as exc:
+                desc, sim = f"(invalid: {exc})", ""
+            print(f"{name}{sim}\t{desc}")
+        return 0
+    if args.demo and args.profile and args.profile != "demo":
+        return _fail_usage(f"--demo means --profile demo; it cannot be combined with --profile {args.profile}.")
+    profile_name = "demo" if args.demo else args.profile
+    try:
+        steps = parse_steps(args.steps)
+    except ValueError as exc:
+        return _fail_usage(str(exc))
+
+    if profile_name is None and args.headless:
+        return _fail_usage("--headless needs a profile: pass --profile NAME|PATH or --demo "
+                           "(see `specdec-tui --list-profiles`).")
+    profile = None
+    if profile_name is not None:
+        try:
+            profile = load_profile(profile_name)
+        except ProfileError as exc:
+            return _fail_usage(str(exc))
+
+    if args.show_commands:
+        if profile is None:
+            return _fail_usage("--show-commands needs a profile: pass --profile NAME|PATH or --demo.")
+        from .core.commands import show_commands_text
+
+        run_dir = args.run_dir or "./specdec-runs/<run>"
+        sys.stdout.write(show_commands_text(profile, run_dir))
+        return 0
+
+    if args.run_dir:
+        run_dir = Path(args.run_dir)
+        if run_dir.exists() and not run_dir.is_dir():
+            return _fail_usage(f"--run-dir {args.run_dir} exists and is not a directory; choose another path.")
+    else:
+        run_dir = default_run_dir(profile.name if profile else "interactive")
+
+    interactive = not args.headless and not args.json and sys.stdin.isatty() and sys.stdout.isatty()
+    if interactive:
+        try:
+            from .app import run_app  # noqa: F401
+        except ModuleNotFoundError:
+            interactive = False
+            print("specdec-tui: the interactive UI is not available in this version; running headless.",
+                  file=sys.stderr)
+        else:
+            return run_app(profile=profile, run_dir=run_dir, steps=steps)
+    elif not args.headless and not args.json:
+        print("specdec-tui: no terminal attached; running headless.", file=sys.stderr)
+
+    if profile is None:
+        return _fail_usage("no profile given: pass --profile NAME|PATH or --demo.")
+
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return _fail_usage(f"cannot create the run directory {run_dir}: {exc.strerror}. Choose a writable --run-dir.")
+
+    from .headless import HeadlessRenderer
+
+    renderer = HeadlessRenderer(verbose=args.verbose)
+    engine = Engine(profile, run_dir, renderer, steps=steps, verbose=args.verbose)
+    code = run_engine_blocking(engine)
+    if args.json:
+        rp = run_dir / "report.json"
+        if rp.exists():
+            sys.stdout.write(rp.read_text())
+            sys.stdout.flush()
+        else:
+            sys.stdout.write(json.dumps({"error": "no report written", "exit_code": code}) + "\n")
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+
+
+__all__ = ["main", "build_parser"]

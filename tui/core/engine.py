@@ -1,0 +1,249 @@
+"""The engine: runs the requested steps of a profile in order and emits events to a sink.
+
+Both front ends (headless and Textual) drive this class and nothing else. It owns the run directory
+(state.json after every step, report at the end), the loopback hub of simulated runs, and the cleanup
+of every child process, whatever way the run ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import json
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from . import report as report_mod
+from .commands import Placeholders
+from .events import (
+    STEP_IDS,
+    STEP_TITLES,
+    Diagnosis,
+    Event,
+    Notice,
+    RunFinished,
+    RunStarted,
+    Sink,
+    StepFinished,
+    StepStarted,
+)
+from .profile import Profile
+from .rundir import RunDir, atomic_write_text, redact
+from .steps.base import StepContext, StepResult
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+STEP_MODULES = {sid: f"tui.core.steps.{sid}" for sid in STEP_IDS}
+STEP_MODULES["baseline"] = "tui.core.steps.baseline"
+STEP_MODULES["eagle3"] = "tui.core.steps.eagle3"
+
+
+def step_available(step: str) -> bool:
+    return importlib.util.find_spec(STEP_MODULES[step]) is not None
+
+
+def parse_steps(spec: str | None) -> list[str]:
+    """'env,checkpoints' -> ['env', 'checkpoints'] in canonical order; ValueError names a bad id."""
+    if not spec:
+        return list(STEP_IDS)
+    wanted = [s.strip() for s in spec.split(",") if s.strip()]
+    bad = [s for s in wanted if s not in STEP_IDS]
+    if bad:
+        raise ValueError(
+            f"unknown step id(s) {', '.join(repr(b) for b in bad)} in --steps; allowed: {', '.join(STEP_IDS)} "
+            "(comma-separated, e.g. --steps env,checkpoints)."
+        )
+    if not wanted:
+        raise ValueError(f"--steps is empty; allowed: {', '.join(STEP_IDS)}.")
+    return [s for s in STEP_IDS if s in wanted]
+
+
+class Engine:
+    def __init__(self, profile: Profile, run_dir: Path, sink: Sink, steps: list[str] | None = None,
+                 verbose: bool = False):
+        self.profile = profile
+        self.steps = steps or list(STEP_IDS)
+        self.sink = sink
+        self.run = RunDir(run_dir)
+        self.verbose = verbose
+        self.results: dict[str, StepResult] = {}
+        self._hub: Any = None
+        self.ctx = StepContext(profile=profile, run=self.run, emit=self._emit,
+                               ph=Placeholders(run_dir=str(self.run.path)), verbose=verbose)
+        # Facts from an earlier run in the same directory (e.g. --steps baseline after --steps dataset).
+        for sid, st in self.run.state.get("steps", {}).items():
+            if isinstance(st, dict) and isinstance(st.get("facts"), dict) and st.get("status") in ("passed", "warned"):
+                self.ctx.shared[sid] = st["facts"]
+        self.exit_code: int | None = None
+
+    # -- events -------------------------------------------------------------------------------
+    def _emit(self, event: Event) -> None:
+        if isinstance(event, Diagnosis):
+            if not any(d.id == event.id and d.step == event.step for d in self.ctx.diagnoses):
+                self.ctx.diagnoses.append(event)
+        try:
+            self.sink(event)
+        except Exception:  # a broken front end must not kill the run
+            pass
+
+    # -- simulated backend ----------------------------------------------------------------------
+    def _start_simulation(self) -> None:
+        if not self.profile.simulated:
+            return
+        sim = self.profile.data["simulation"]
+        self.ctx.environ["SPECDEC_SIM"] = json.dumps(sim)
+        if sim.get("hub", True):
+            from tui.sim.hub import start_hub  # the loopback hub + dataset mirror
+
+            self._hub = start_hub(host="127.0.0.1", port=0)
+            self.ctx.ph.sim_hub = self._hub.url
+            self.ctx.environ["HF_ENDPOINT"] = self._hub.url
+            self._emit(Notice("", "info", f"simulated backend: loopback hub and dataset mirror at {self._hub.url}"))
+
+    def _stop_simulation(self) -> None:
+        if self._hub is not None:
+            try:
+                self._hub.stop()
+            finally:
+                self._hub = None
+
+    # -- cleanup ---------------------------------------------------------------------------------
+    async def _cleanup(self) -> None:
+        while self.ctx.cleanups:
+            fn = self.ctx.cleanups.pop()
+            try:
+                res = fn()
+                if asyncio.iscoroutine(res):
+                    await asyncio.shield(res)
+            except Exception:
+                pass
+
+    def cleanup_sync(self) -> None:
+        """Last-resort synchronous cleanup (e.g. from an atexit hook)."""
+        for fn in list(self.ctx.cleanups):
+            sync = getattr(fn, "sync", None)
+            if sync is not None:
+                try:
+                    sync()
+                except Exception:
+                    pass
+        self._stop_simulation()
+
+    # -- running -----------------------------------------------------------------------------------
+    async def run_step(self, sid: str) -> StepResult:
+        title = STEP_TITLES[sid]
+        self._emit(StepStarted(sid, title))
+        t0 = time.monotonic()
+        self.run.update_step(sid, status="running", started=time.time())
+        if not step_available(sid):
+            res = StepResult("unavailable", "not available in this version")
+        else:
+            mod = importlib.import_module(STEP_MODULES[sid])
+            try:
+                res = await mod.run(self.ctx)
+            except asyncio.CancelledError:
+                secs = time.monotonic() - t0
+                self.run.update_step(sid, status="interrupted", seconds=round(secs, 3), summary="interrupted")
+                self._emit(StepFinished(sid, "interrupted", secs, "interrupted"))
+                raise
+            except Exception as exc:  # a bug or an unexpected environment: report, keep the trace on disk
+                tb = traceback.format_exc()
+                atomic_write_text(self.run.file(f"{sid}.error.log"), tb)
+                res = StepResult("failed", f"internal error: {type(exc).__name__}: {redact(str(exc))} "
+                                           f"(traceback in {sid}.error.log)")
+        secs = time.monotonic() - t0
+        self.results[sid] = res
+        if res.status in ("passed", "warned"):
+            self.ctx.shared[sid] = res.facts
+        self.run.update_step(sid, status=res.status, seconds=round(secs, 3), summary=res.summary,
+                             facts=res.facts, finished=time.time())
+        self._emit(StepFinished(sid, res.status, secs, res.summary))
+        return res
+
+    async def run_all(self) -> int:
+        prof = self.profile
+        self.run.state.update({"profile": prof.name, "profile_source": prof.source, "simulated": prof.simulated,
+                               "requested_steps": self.steps, "started": time.time()})
+        self.run.save_state()
+        self.run.write_text("profile.toml", prof.to_toml())
+        self._emit(RunStarted("", prof.name, str(self.run.path), tuple(self.steps), prof.simulated))
+        code = EXIT_OK
+        try:
+            self._start_simulation()
+            failed_at: str | None = None
+            for sid in self.steps:
+                if failed_at is not None:
+                    summary = f"skipped: step '{failed_at}' failed"
+                    self.results[sid] = StepResult("skipped", summary)
+                    self.run.update_step(sid, status="skipped", seconds=0.0, summary=summary)
+                    self._emit(StepStarted(sid, STEP_TITLES[sid]))
+                    self._emit(StepFinished(sid, "skipped", 0.0, summary))
+                    continue
+                res = await self.run_step(sid)
+                if res.status not in ("passed", "warned"):
+                    failed_at = sid
+                    code = EXIT_FAILED
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            code = EXIT_INTERRUPTED
+            self._emit(Notice("", "warning", "interrupted: stopping child processes"))
+        finally:
+            await self._cleanup()
+            self._stop_simulation()
+            report_path = self._write_report(code)
+            self.exit_code = code
+            self._emit(RunFinished("", code, str(report_path) if report_path else None))
+        return code
+
+    def _write_report(self, code: int) -> Path | None:
+        try:
+            rep = report_mod.build_report(self.profile, self.run, self.results, self.ctx, code)
+            return report_mod.write_report(self.run, rep)
+        except Exception:
+            atomic_write_text(self.run.file("report.error.log"), traceback.format_exc())
+            return None
+
+
+def run_engine_blocking(engine: Engine, on_signal: Callable[[], None] | None = None) -> int:
+    """Run the engine on a fresh event loop, turning SIGINT/SIGTERM/SIGHUP into a clean interruption."""
+    import signal
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        received: list[int] = []
+
+        def handler(signum: int) -> None:
+            if received:  # a second signal while cleaning up: kill the children now
+                engine.cleanup_sync()
+                return
+            received.append(signum)
+            if on_signal:
+                on_signal()
+            task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            try:
+                loop.add_signal_handler(sig, handler, sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass
+        try:
+            return await engine.run_all()
+        except asyncio.CancelledError:
+            return EXIT_INTERRUPTED
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        engine.cleanup_sync()
+        return EXIT_INTERRUPTED
+
+
+__all__ = ["Engine", "parse_steps", "run_engine_blocking", "step_available", "EXIT_OK", "EXIT_FAILED",
+           "EXIT_USAGE", "EXIT_INTERRUPTED"]

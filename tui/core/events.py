@@ -1,0 +1,153 @@
+"""Typed events the engine emits. Every front end (headless, Textual) renders these and nothing else.
+
+Events are frozen dataclasses. `step` is the step id (`env`, `checkpoints`, ...) or "" for run-level
+events. Front ends must treat unknown event types as ignorable so the engine can grow.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+FactStatus = Literal["pass", "warn", "fail", "info"]
+StepStatus = Literal["passed", "warned", "failed", "skipped", "unavailable", "interrupted"]
+Severity = Literal["error", "warning", "info"]
+
+STEP_IDS: tuple[str, ...] = ("env", "checkpoints", "dataset", "baseline", "eagle3", "results")
+STEP_TITLES: dict[str, str] = {
+    "env": "Environment",
+    "checkpoints": "Checkpoints",
+    "dataset": "Dataset",
+    "baseline": "Baseline server",
+    "eagle3": "EAGLE3 server",
+    "results": "Results",
+}
+
+
+def _now() -> float:
+    return time.time()
+
+
+@dataclass(frozen=True)
+class Event:
+    step: str
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    profile: str
+    run_dir: str
+    steps: tuple[str, ...]
+    simulated: bool
+    ts: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    exit_code: int
+    report_path: str | None
+    ts: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class StepStarted(Event):
+    title: str
+    ts: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class StepFinished(Event):
+    status: StepStatus
+    seconds: float
+    summary: str
+    ts: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class Fact(Event):
+    """One checked fact: name, value, pass/warn/fail/info, a detail line and a one-line remedy."""
+
+    name: str
+    value: str
+    status: FactStatus
+    detail: str = ""
+    remedy: str = ""
+
+
+@dataclass(frozen=True)
+class Progress(Event):
+    """Progress of a long task. total=None means unknown. unit: 'B' (bytes), 'req', 'tok' ..."""
+
+    task: str
+    completed: float
+    total: float | None
+    unit: str = ""
+    rate: float | None = None  # units per second
+    eta_s: float | None = None
+    description: str = ""
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class LogLine(Event):
+    """One raw line of a child process' output (already timestamp-free, ANSI intact)."""
+
+    text: str
+    source: str = "serve"  # serve | bench
+    ts: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class Phase(Event):
+    """A startup phase changed. status: started | finished. elapsed_s is the phase's own duration."""
+
+    phase: str
+    status: Literal["started", "finished"]
+    elapsed_s: float = 0.0
+    detail: str = ""
+    ts: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class CompileCache(Event):
+    key: str
+    hit: bool
+
+
+@dataclass(frozen=True)
+class Diagnosis(Event):
+    id: str
+    severity: Severity
+    title: str
+    evidence: tuple[str, ...]
+    remedy: str
+
+
+@dataclass(frozen=True)
+class Notice(Event):
+    """A free-form message for the operator (level: info | warning | error)."""
+
+    level: Literal["info", "warning", "error"]
+    text: str
+
+
+@dataclass(frozen=True)
+class Artifact(Event):
+    name: str
+    path: str
+
+
+@dataclass(frozen=True)
+class Data(Event):
+    """Structured payload for front ends (e.g. results tables). kind names the payload shape."""
+
+    kind: str
+    payload: Any
+
+
+Sink = Callable[[Event], None]
+
+
+def null_sink(event: Event) -> None:  # pragma: no cover - trivial
+    return None

@@ -1,0 +1,174 @@
+"""Scraping vLLM's Prometheus `/metrics` and the spec-decode before/after delta.
+
+This is the method `vllm bench serve` (0.14+) uses for its "Speculative Decoding" block, done by
+the TUI itself so that acceptance stats are available with every vLLM version (0.11 prints none):
+
+    before = parse_spec_counters(await scrape(url))
+    ... run the benchmark ...
+    after = parse_spec_counters(await scrape(url))
+    stats = spec_delta(before, after)      # None when no draft tokens were produced
+
+Parsing rules (vLLM 0.22+ semantics): only samples whose name ends in `_total` count (the
+`_created` timestamps are ignored), values are summed over every label set (several engines or
+served model names), and the per-position counter is keyed by its `position` label.
+
+Units: `SpecStats.acceptance_rate` and `SpecStats.per_position` are PERCENT (0-100). vLLM's JSON
+stores the per-position rates as fractions; `SpecStats.to_vllm_json()` converts back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+SPEC_PREFIX = "vllm:spec_decode"
+DEFAULT_TIMEOUT = 5.0
+
+
+class MetricsError(ValueError):
+    """The /metrics text could not be parsed as Prometheus exposition."""
+
+
+async def scrape(base_url: str, client: httpx.AsyncClient | None = None,
+                 timeout: float = DEFAULT_TIMEOUT) -> str:
+    """GET `{base_url}/metrics` and return the body. Raises httpx errors (connection, non-2xx)."""
+    url = base_url.rstrip("/") + "/metrics"
+    if client is None:
+        async with httpx.AsyncClient(timeout=timeout) as own:
+            resp = await own.get(url)
+    else:
+        resp = await client.get(url, timeout=timeout)
+    resp.raise_for_status()
+    return resp.text
+
+
+def _families(text: str):
+    try:
+        return list(text_string_to_metric_families(text))
+    except Exception as exc:  # the parser raises ValueError / IndexError etc. on bad input
+        raise MetricsError(f"cannot parse /metrics text: {exc}") from exc
+
+
+@dataclass
+class SpecCounters:
+    """Cumulative vllm:spec_decode_* counter values (summed over label sets) at one instant."""
+
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    per_position: dict[int, int] = field(default_factory=dict)
+
+
+def parse_spec_counters(text: str) -> SpecCounters | None:
+    """The spec-decode counters in a /metrics body, or None when the server exposes none
+    (baseline server, or `--disable-log-stats`)."""
+    found = False
+    out = SpecCounters()
+    for fam in _families(text):
+        for s in fam.samples:
+            name = s.name
+            if not name.startswith(SPEC_PREFIX):
+                continue
+            found = True
+            if not name.endswith("_total"):
+                continue
+            value = int(float(s.value))
+            # Same dispatch order as vLLM's bench client (substring match).
+            if "num_drafts" in name:
+                out.num_drafts += value
+            elif "num_draft_tokens" in name:
+                out.num_draft_tokens += value
+            elif "num_accepted_tokens_per_pos" in name:
+                try:
+                    pos = int(s.labels.get("position", ""))
+                except ValueError:
+                    continue
+                out.per_position[pos] = out.per_position.get(pos, 0) + value
+            elif "num_accepted_tokens" in name:
+                out.num_accepted_tokens += value
+    return out if found else None
+
+
+@dataclass
+class SpecStats:
+    """Spec-decode statistics over a window. Rates are PERCENT (0-100)."""
+
+    acceptance_rate: float          # accepted / draft tokens * 100
+    acceptance_length: float        # 1 + accepted / drafts
+    num_drafts: int
+    draft_tokens: int
+    accepted_tokens: int
+    per_position: list[float] = field(default_factory=list)  # percent, index = draft position
+
+    def to_vllm_json(self) -> dict[str, Any]:
+        """The six `spec_decode_*` keys as `vllm bench serve --save-result` writes them
+        (per-position as fractions)."""
+        return {
+            "spec_decode_acceptance_rate": self.acceptance_rate,
+            "spec_decode_acceptance_length": self.acceptance_length,
+            "spec_decode_num_drafts": self.num_drafts,
+            "spec_decode_draft_tokens": self.draft_tokens,
+            "spec_decode_accepted_tokens": self.accepted_tokens,
+            "spec_decode_per_position_acceptance_rates": [p / 100.0 for p in self.per_position],
+        }
+
+
+def spec_delta(before: SpecCounters | None, after: SpecCounters | None) -> SpecStats | None:
+    """vLLM's delta method. None unless both snapshots exist and the draft-token count grew."""
+    if before is None or after is None:
+        return None
+    d_drafts = after.num_drafts - before.num_drafts
+    d_draft_tokens = after.num_draft_tokens - before.num_draft_tokens
+    d_accepted = after.num_accepted_tokens - before.num_accepted_tokens
+    if d_draft_tokens <= 0:
+        return None
+    per_pos: list[float] = []
+    if d_drafts > 0:
+        for pos in sorted(after.per_position):
+            d = after.per_position[pos] - before.per_position.get(pos, 0)
+            per_pos.append(d / d_drafts * 100.0)
+    return SpecStats(
+        acceptance_rate=d_accepted / d_draft_tokens * 100.0,
+        acceptance_length=(1.0 + d_accepted / d_drafts) if d_drafts > 0 else 0.0,
+        num_drafts=d_drafts,
+        draft_tokens=d_draft_tokens,
+        accepted_tokens=d_accepted,
+        per_position=per_pos,
+    )
+
+
+@dataclass
+class ServerCounters:
+    """Simple request/token counters (summed over label sets; `_total` samples only)."""
+
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    request_success: int = 0
+    request_success_by_reason: dict[str, int] = field(default_factory=dict)
+
+
+_SIMPLE = {
+    "vllm:prompt_tokens_total": "prompt_tokens",
+    "vllm:generation_tokens_total": "generation_tokens",
+    "vllm:request_success_total": "request_success",
+}
+
+
+def parse_server_counters(text: str) -> ServerCounters:
+    """`vllm:prompt_tokens_total`, `vllm:generation_tokens_total`, `vllm:request_success_total`
+    (plus the latter split by `finished_reason`). Missing series count as 0."""
+    out = ServerCounters()
+    for fam in _families(text):
+        for s in fam.samples:
+            attr = _SIMPLE.get(s.name)
+            if attr is None:
+                continue
+            value = int(float(s.value))
+            setattr(out, attr, getattr(out, attr) + value)
+            if attr == "request_success":
+                reason = s.labels.get("finished_reason", "")
+                out.request_success_by_reason[reason] = out.request_success_by_reason.get(reason, 0) + value
+    return out

@@ -1,0 +1,509 @@
+"""Strict TOML profiles.
+
+A profile is a TOML file with the tables [models], [server], [speculative], [dataset], [benchmark],
+[smoke], [environment] and (simulated profiles only) [simulation]. Loading is strict: an unknown key,
+a wrong type or an out-of-range value raises ProfileError whose message names the file, the key path,
+the bad value and what is allowed. Cross-field checks mirror vllm-neuron's own validation so a bad
+bucket configuration fails here, not after a 20-minute compile.
+
+String values may contain placeholders resolved at run time (never at load time, so a saved profile
+replays exactly): {python} (the app's interpreter), {sim_hub} (the loopback hub/mirror URL of a
+simulated run), {cache_dir} (specdec-tui's cache directory), {run_dir}.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+import tomli_w
+
+
+class ProfileError(Exception):
+    """A profile could not be loaded. str(exc) is a one-paragraph message fit for the operator."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema
+# ---------------------------------------------------------------------------------------------
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Spec:
+    kind: str  # str | int | float | bool | list[str] | list[int] | table | strmap
+    default: Any = _MISSING
+    check: Callable[[Any], bool] | None = None
+    allowed: str = ""  # human text for what is allowed
+
+    @property
+    def required(self) -> bool:
+        return self.default is _MISSING
+
+
+def _rng(lo: float, hi: float) -> Callable[[Any], bool]:
+    return lambda v: lo <= v <= hi
+
+
+def _choice(*options: str) -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: v in options), "one of " + ", ".join(repr(o) for o in options)
+
+
+def _nonempty(v: Any) -> bool:
+    return bool(str(v).strip()) if not isinstance(v, list) else len(v) > 0
+
+
+SIM_FAULTS = (
+    "none",
+    "compile-failed",
+    "compile-oom",
+    "cores-busy",
+    "engine-timeout",
+    "draft-mismatch",
+    "lossless-broken",
+)
+
+_method_check, _method_allowed = _choice("eagle3", "eagle")
+_fault_check, _fault_allowed = _choice(*SIM_FAULTS)
+_dataset_check, _dataset_allowed = _choice("sonnet")
+
+SCHEMA: dict[str, dict[str, Spec]] = {
+    "": {
+        "name": Spec("str", "", None, "a short profile name"),
+        "description": Spec("str", "", None, "free text"),
+    },
+    "models": {
+        "target": Spec("str", _MISSING, _nonempty, "a Hugging Face repo id or local path"),
+        "draft": Spec("str", _MISSING, _nonempty, "a Hugging Face repo id or local path"),
+    },
+    "server": {
+        "command": Spec("list[str]", ["vllm"], _nonempty,
+                        'a non-empty list of strings, e.g. ["vllm"] or ["{python}", "-m", "tui.sim"]'),
+        "host": Spec("str", "127.0.0.1", _nonempty, "an interface address such as 127.0.0.1"),
+        "port": Spec("int", 8000, _rng(1, 65535), "an integer from 1 to 65535"),
+        "dtype": Spec("str", "bfloat16", *_choice("auto", "bfloat16", "float16", "float32")),
+        "tensor_parallel_size": Spec("int", 16, _rng(1, 128), "an integer from 1 to 128"),
+        "max_num_seqs": Spec("int", 1, _rng(1, 4096), "an integer from 1 to 4096"),
+        "max_model_len": Spec("int", 768, _rng(16, 1_048_576), "an integer from 16 to 1048576"),
+        "max_num_batched_tokens": Spec("int", 512, _rng(1, 1_048_576), "an integer from 1 to 1048576"),
+        "enable_prefix_caching": Spec("bool", False, None, "true or false"),
+        "hf_overrides": Spec("table", {}, None, "a table (sent as JSON to --hf-overrides)"),
+        "additional_config": Spec("table", {}, None, "a table (sent as JSON to --additional-config)"),
+        "startup_timeout_s": Spec("float", 3600.0, _rng(1, 86400), "seconds, from 1 to 86400"),
+        "stop_grace_s": Spec("float", 30.0, _rng(0, 600), "seconds, from 0 to 600"),
+        "env": Spec("strmap", {}, None, "a table of string values"),
+    },
+    "speculative": {
+        "method": Spec("str", "eagle3", _method_check, _method_allowed),
+        "model": Spec("str", "", None, "a repo id or path (default: models.draft)"),
+        "num_speculative_tokens": Spec("int", 1, _rng(1, 16), "an integer from 1 to 16"),
+    },
+    "dataset": {
+        "name": Spec("str", "sonnet", _dataset_check, _dataset_allowed),
+        "url": Spec("str", "https://raw.githubusercontent.com/vllm-project/vllm/main/benchmarks/sonnet.txt",
+                    _nonempty, "an http(s) URL"),
+        "sha256": Spec("str", "", lambda v: v == "" or (len(v) == 64 and all(c in "0123456789abcdef" for c in v)),
+                       "64 lowercase hex digits, or empty to skip the check"),
+        "path": Spec("str", "", None, "a local file path; when set the download is skipped"),
+    },
+    "benchmark": {
+        "input_len": Spec("int", 512, _rng(1, 1_048_576), "an integer ≥ 1"),
+        "output_len": Spec("int", 128, _rng(1, 1_048_576), "an integer ≥ 1"),
+        "num_prompts": Spec("int", 30, _rng(1, 100_000), "an integer from 1 to 100000"),
+        "max_concurrency": Spec("int", 1, _rng(1, 4096), "an integer from 1 to 4096"),
+        "timeout_s": Spec("float", 7200.0, _rng(1, 86400), "seconds, from 1 to 86400"),
+    },
+    "smoke": {
+        "prompt": Spec("str", "I am gonna keep counting forever, 1 2 3 4 5 ", _nonempty, "a non-empty prompt"),
+        "max_tokens": Spec("int", 10, _rng(1, 4096), "an integer from 1 to 4096"),
+    },
+    "environment": {
+        "instance_type": Spec("str", "trn2.48xlarge", None, "an EC2 instance type, or empty to skip the check"),
+        "min_neuron_sdk": Spec("str", "2.31", None, 'a release such as "2.31"'),
+    },
+    "simulation": {
+        "time_scale": Spec("float", 1.0, lambda v: 0 < v <= 100, "a number > 0 and ≤ 100 (1.0 = real time)"),
+        "hub": Spec("bool", True, None, "true or false (start the loopback hub and dataset mirror)"),
+        "vllm_version": Spec("str", "0.24.0", _nonempty, 'a vLLM version such as "0.24.0"'),
+        "weights_s": Spec("float", 4.0, _rng(0, 36000), "seconds ≥ 0"),
+        "draft_s": Spec("float", 1.0, _rng(0, 36000), "seconds ≥ 0"),
+        "hlo_s": Spec("float", 1.0, _rng(0, 36000), "seconds ≥ 0"),
+        "compile_s": Spec("float", 6.0, _rng(0, 36000), "seconds ≥ 0 (cold compile; a cache hit is ~free)"),
+        "warmup_s": Spec("float", 1.0, _rng(0, 36000), "seconds ≥ 0"),
+        "acceptance": Spec("float", 0.69, _rng(0, 1), "a fraction from 0 to 1 (position-0 acceptance)"),
+        "acceptance_decay": Spec("float", 0.7, _rng(0, 1), "a fraction from 0 to 1 (per extra position)"),
+        "ttft_ms": Spec("float", 252.0, _rng(0, 600000), "milliseconds ≥ 0 at 512 prompt tokens"),
+        "tpot_ms": Spec("float", 7.0, _rng(0, 600000), "milliseconds ≥ 0 per baseline decode step"),
+        "fault": Spec("str", "none", _fault_check, _fault_allowed),
+        "hbm_gib_per_core": Spec("float", 24.0, _rng(1, 1024), "GiB per logical core"),
+    },
+}
+
+_TABLE_TITLES = {k: f"[{k}]" for k in SCHEMA if k}
+_TABLE_TITLES[""] = "the top level"
+
+
+def _type_ok(kind: str, v: Any) -> bool:
+    if kind == "str":
+        return isinstance(v, str)
+    if kind == "int":
+        return isinstance(v, int) and not isinstance(v, bool)
+    if kind == "float":
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if kind == "bool":
+        return isinstance(v, bool)
+    if kind == "list[str]":
+        return isinstance(v, list) and all(isinstance(x, str) for x in v)
+    if kind == "list[int]":
+        return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+    if kind == "table":
+        return isinstance(v, dict)
+    if kind == "strmap":
+        return isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
+    raise AssertionError(kind)
+
+
+_KIND_WORDS = {
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "a boolean (true/false)",
+    "list[str]": "a list of strings",
+    "list[int]": "a list of integers",
+    "table": "a table",
+    "strmap": "a table of strings",
+}
+
+
+def _show(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return repr(v)
+    if isinstance(v, dict):
+        return "a table"
+    return repr(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# Profile object
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Profile:
+    """A validated profile. `data` holds every table with defaults filled in."""
+
+    name: str
+    source: str  # file path or "<memory>"
+    data: dict[str, Any]
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    # -- convenient accessors ------------------------------------------------------------------
+    def __getattr__(self, item: str) -> Any:
+        data = self.__dict__.get("data")
+        if data is not None and item in data and isinstance(data[item], dict):
+            return _Section(data[item])
+        raise AttributeError(item)
+
+    @property
+    def simulated(self) -> bool:
+        return "simulation" in self.raw
+
+    @property
+    def draft_model(self) -> str:
+        return self.data["speculative"]["model"] or self.data["models"]["draft"]
+
+    def to_toml(self) -> str:
+        """The profile as TOML (only the keys the author set, plus edits). Loads back to an equal Profile."""
+        return tomli_w.dumps(self.raw)
+
+    def with_values(self, updates: dict[str, Any]) -> "Profile":
+        """A new validated profile with dotted keys replaced, e.g. {"server.port": 8001}."""
+        raw = copy.deepcopy(self.raw)
+        for dotted, value in updates.items():
+            parts = dotted.split(".")
+            node = raw
+            for p in parts[:-1]:
+                node = node.setdefault(p, {})
+            node[parts[-1]] = value
+        return profile_from_dict(raw, self.source, name=self.name)
+
+
+class _Section:
+    def __init__(self, d: dict[str, Any]):
+        self._d = d
+
+    def __getattr__(self, item: str) -> Any:
+        try:
+            return self._d[item]
+        except KeyError:
+            raise AttributeError(item) from None
+
+    def __getitem__(self, item: str) -> Any:
+        return self._d[item]
+
+    def get(self, item: str, default: Any = None) -> Any:
+        return self._d.get(item, default)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading and validation
+# ---------------------------------------------------------------------------------------------
+
+
+def _err(source: str, path: str, value: Any, allowed: str, fix: str = "") -> ProfileError:
+    where = f"profile {source}"
+    msg = f"{where}: {path} = {_show(value)} is not valid; allowed: {allowed}."
+    if fix:
+        msg += " " + fix
+    return ProfileError(msg)
+
+
+def validate_value(section: str, key: str, value: Any, source: str = "<memory>") -> Any:
+    """Validate one value against the schema (used by the TUI's inline editors). Returns the value."""
+    spec = SCHEMA[section][key]
+    path = f"{section}.{key}" if section else key
+    if spec.kind == "float" and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not _type_ok(spec.kind, value):
+        raise _err(source, path, value, f"{_KIND_WORDS[spec.kind]} ({spec.allowed})" if spec.allowed else _KIND_WORDS[spec.kind])
+    if spec.check is not None and not spec.check(value):
+        raise _err(source, path, value, spec.allowed)
+    return value
+
+
+def profile_from_dict(raw: dict[str, Any], source: str = "<memory>", name: str | None = None) -> Profile:
+    data: dict[str, Any] = {}
+    for key in raw:
+        if key in SCHEMA and key != "":
+            continue
+        if key in SCHEMA[""]:
+            continue
+        known = ", ".join(f"[{k}]" for k in SCHEMA if k) + ", name, description"
+        raise ProfileError(
+            f"profile {source}: unknown key '{key}' at the top level; allowed tables and keys: {known}. "
+            "Remove it or check its spelling."
+        )
+    for section, specs in SCHEMA.items():
+        if section == "":
+            given = {k: v for k, v in raw.items() if k in specs}
+        else:
+            given = raw.get(section, {})
+            if not isinstance(given, dict):
+                raise ProfileError(
+                    f"profile {source}: '{section}' must be a table ([{section}]), not {_show(given)}."
+                )
+        if section == "simulation" and "simulation" not in raw:
+            continue
+        out: dict[str, Any] = {}
+        for k, v in given.items():
+            if k not in specs:
+                allowed = ", ".join(specs)
+                path = f"{section}.{k}" if section else k
+                raise ProfileError(
+                    f"profile {source}: unknown key '{path}' in {_TABLE_TITLES[section]}; allowed keys: {allowed}. "
+                    "Remove it or check its spelling."
+                )
+            out[k] = validate_value(section, k, v, source)
+        for k, spec in specs.items():
+            if k in out:
+                continue
+            if spec.required:
+                path = f"{section}.{k}" if section else k
+                raise ProfileError(
+                    f"profile {source}: required key '{path}' is missing; expected {spec.allowed}. "
+                    f"Add it to {_TABLE_TITLES[section]}."
+                )
+            out[k] = copy.deepcopy(spec.default)
+        if section == "":
+            data.update(out)
+        else:
+            data[section] = out
+    prof = Profile(name=name or data.get("name") or Path(source).stem, source=source, data=data, raw=copy.deepcopy(raw))
+    _cross_checks(prof)
+    return prof
+
+
+def _neuron_config(prof: Profile) -> dict[str, Any] | None:
+    ac = prof.data["server"]["additional_config"]
+    nc = ac.get("neuron_config")
+    if nc is None:
+        return None
+    if not isinstance(nc, dict):
+        raise _err(prof.source, "server.additional_config.neuron_config", nc, "a table")
+    return nc
+
+
+def _int_list(prof: Profile, nc: dict[str, Any], key: str) -> list[int] | None:
+    v = nc.get(key)
+    if v is None:
+        return None
+    path = f"server.additional_config.neuron_config.{key}"
+    if not (isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v)):
+        raise _err(prof.source, path, v, "a non-empty list of positive integers")
+    return v
+
+
+def _cross_checks(prof: Profile) -> None:
+    s = prof.data["server"]
+    src = prof.source
+    nc = _neuron_config(prof)
+    if s["max_num_batched_tokens"] < 1:
+        raise _err(src, "server.max_num_batched_tokens", s["max_num_batched_tokens"], "≥ 1")
+    if nc is not None:
+        nbt = _int_list(prof, nc, "num_batched_tokens_buckets")
+        if nbt is not None and max(nbt) != s["max_num_batched_tokens"]:
+            raise ProfileError(
+                f"profile {src}: server.additional_config.neuron_config.num_batched_tokens_buckets = {nbt} is not valid; "
+                f"its largest value must equal server.max_num_batched_tokens ({s['max_num_batched_tokens']}), as vllm-neuron "
+                "requires. Make the two agree."
+            )
+        kv = nc.get("kv_segment_size_buckets")
+        if kv is not None:
+            kvl = _int_list(prof, nc, "kv_segment_size_buckets")
+            assert kvl is not None
+            bad = [x for x in kvl if x not in (512, 1024, 2048, 4096, 8192)]
+            if bad:
+                raise _err(src, "server.additional_config.neuron_config.kv_segment_size_buckets", kvl,
+                           "values from {512, 1024, 2048, 4096, 8192}")
+            want = nbt if nbt is not None else [s["max_num_batched_tokens"]]
+            if sorted(kvl) != sorted(want):
+                raise ProfileError(
+                    f"profile {src}: server.additional_config.neuron_config.kv_segment_size_buckets = {kvl} is not valid; "
+                    f"it must equal num_batched_tokens_buckets ({want}) — the segmented-prefill kernel supports a "
+                    "single segment size identical to the prefill bucket. Make the two lists equal."
+                )
+        nsb = _int_list(prof, nc, "num_seqs_buckets")
+        if nsb is not None and max(nsb) != s["max_num_seqs"]:
+            raise ProfileError(
+                f"profile {src}: server.additional_config.neuron_config.num_seqs_buckets = {nsb} is not valid; "
+                f"its largest value must equal server.max_num_seqs ({s['max_num_seqs']}). Make the two agree."
+            )
+        quant = nc.get("quantization")
+        inst = prof.data["environment"]["instance_type"]
+        if quant == "mxfp4" and (inst == "" or inst.startswith("trn2")):
+            raise ProfileError(
+                f"profile {src}: server.additional_config.neuron_config.quantization = 'mxfp4' is not valid on trn2; "
+                "allowed: 'bf16' (vllm-neuron raises \"quantization='mxfp4' is not supported on TRN2\"). "
+                "Use quantization = \"bf16\" with hf_overrides = {quantization_config = {}}."
+            )
+        ods = nc.get("on_device_sampling_config")
+        if ods is not None and not isinstance(ods, dict):
+            raise _err(src, "server.additional_config.neuron_config.on_device_sampling_config", ods, "a table")
+    if "speculative" in prof.raw:
+        if nc is None or nc.get("on_device_sampling_config") is None:
+            raise ProfileError(
+                f"profile {src}: server.additional_config.neuron_config.on_device_sampling_config is missing; "
+                "vllm-neuron requires on-device sampling for speculative decoding. Add "
+                "on_device_sampling_config = {all_greedy = true} to [server.additional_config.neuron_config]."
+            )
+    if s["max_num_batched_tokens"] > s["max_model_len"] and s["max_num_seqs"] == 1:
+        pass  # vLLM allows this; nothing to check
+    b = prof.data["benchmark"]
+    if b["input_len"] + b["output_len"] > s["max_model_len"]:
+        raise ProfileError(
+            f"profile {src}: benchmark.input_len + benchmark.output_len = {b['input_len'] + b['output_len']} is not "
+            f"valid; it must not exceed server.max_model_len ({s['max_model_len']}) or every request is rejected. "
+            "Lower the lengths or raise max_model_len."
+        )
+    if b["max_concurrency"] > s["max_num_seqs"]:
+        raise ProfileError(
+            f"profile {src}: benchmark.max_concurrency = {b['max_concurrency']} is not valid; it must not exceed "
+            f"server.max_num_seqs ({s['max_num_seqs']}). Lower max_concurrency or raise max_num_seqs."
+        )
+
+
+def _toml_error(source: str, exc: tomllib.TOMLDecodeError) -> ProfileError:
+    # Python 3.11's message already ends with "(at line L, column C)"; 3.14 adds attributes.
+    return ProfileError(f"profile {source}: TOML syntax error: {exc}. Fix the syntax at that line and column.")
+
+
+def load_profile_text(text: str, source: str = "<memory>", name: str | None = None) -> Profile:
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _toml_error(source, exc) from None
+    return profile_from_dict(raw, source, name=name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding profiles
+# ---------------------------------------------------------------------------------------------
+
+
+def _bundled_dir() -> Path | None:
+    # Source checkout: <repo>/profiles next to the tui package.
+    here = Path(__file__).resolve().parents[2] / "profiles"
+    if here.is_dir() and any(here.glob("*.toml")):
+        return here
+    try:
+        res = resources.files("specdec_profiles")
+        p = Path(str(res))
+        if p.is_dir():
+            return p
+    except (ModuleNotFoundError, TypeError):
+        pass
+    return None
+
+
+def bundled_profiles() -> dict[str, Path]:
+    d = _bundled_dir()
+    if d is None:
+        return {}
+    return {p.stem: p for p in sorted(d.glob("*.toml"))}
+
+
+def resolve_profile_path(name_or_path: str) -> Path:
+    p = Path(name_or_path).expanduser()
+    if p.suffix == ".toml" or "/" in name_or_path or p.exists():
+        if not p.is_file():
+            raise ProfileError(
+                f"profile {name_or_path}: no such file. Give a path to a .toml file or one of the bundled "
+                f"profile names: {', '.join(bundled_profiles()) or '(none found)'}."
+            )
+        return p
+    bundled = bundled_profiles()
+    if name_or_path in bundled:
+        return bundled[name_or_path]
+    raise ProfileError(
+        f"profile '{name_or_path}' not found: it is neither a file nor a bundled profile. Bundled profiles: "
+        f"{', '.join(bundled) or '(none found)'}; run `specdec-tui --list-profiles` to see them."
+    )
+
+
+def load_profile(name_or_path: str) -> Profile:
+    path = resolve_profile_path(name_or_path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"profile {path}: cannot be read ({exc}). Check the path and its permissions.") from None
+    bundled = bundled_profiles()
+    name = path.stem
+    source = name if bundled.get(name) == path else str(path)
+    return load_profile_text(text, source=source, name=name)
+
+
+def as_plain_dict(prof: Profile) -> dict[str, Any]:
+    return copy.deepcopy(prof.data)
+
+
+__all__ = [
+    "Profile",
+    "ProfileError",
+    "SCHEMA",
+    "SIM_FAULTS",
+    "bundled_profiles",
+    "load_profile",
+    "load_profile_text",
+    "profile_from_dict",
+    "resolve_profile_path",
+    "validate_value",
+    "as_plain_dict",
+]

@@ -1,0 +1,152 @@
+"""Headless front end: renders engine events with rich on stderr (stdout stays free for --json)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+from rich.table import Table
+
+from .core import events as ev
+
+_FACT_ICON = {"pass": "[green]✓[/]", "warn": "[yellow]![/]", "fail": "[red]✗[/]", "info": "[blue]·[/]"}
+_STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "red", "skipped": "dim",
+                 "unavailable": "dim", "interrupted": "magenta"}
+_SEV_STYLE = {"error": "red", "warning": "yellow", "info": "blue"}
+
+
+class HeadlessRenderer:
+    def __init__(self, console: Console | None = None, verbose: bool = False):
+        self.console = console or Console(file=sys.stderr, highlight=False)
+        self.verbose = verbose
+        self.progress: Progress | None = None
+        self.tasks: dict[tuple[str, str], TaskID] = {}
+        self.step_rows: list[tuple[str, str, float, str]] = []
+        self.diagnoses: list[ev.Diagnosis] = []
+        self._last_bench_print = 0.0
+
+    # -- progress bars ---------------------------------------------------------------------------
+    def _progress(self, unit: str) -> Progress:
+        if self.progress is None:
+            cols: list[Any] = [TextColumn("  {task.description}"), BarColumn()]
+            if unit == "B":
+                cols += [DownloadColumn(), TransferSpeedColumn()]
+            else:
+                cols += [TextColumn("{task.completed:.0f}/{task.total:.0f} {task.fields[unit]}"),
+                         TextColumn("{task.fields[rate]}")]
+            cols.append(TimeRemainingColumn())
+            self.progress = Progress(*cols, console=self.console, transient=True)
+            self.progress.start()
+        return self.progress
+
+    def _stop_progress(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+            self.tasks.clear()
+
+    def _on_progress(self, e: ev.Progress) -> None:
+        if not self.console.is_terminal:
+            # Plain log: one line per ~2 s and at the end (CI logs, pipes).
+            now = time.monotonic()
+            if e.done or now - self._last_bench_print > 2.0:
+                self._last_bench_print = now
+                tot = f"/{e.total:.0f}" if e.total else ""
+                rate = f" {e.rate:.2f} {e.unit}/s" if e.rate else ""
+                self.console.print(f"  {escape(e.description or e.task)}: {e.completed:.0f}{tot} {e.unit}{rate}")
+            return
+        prog = self._progress(e.unit)
+        key = (e.step, e.task)
+        rate = f"{e.rate:.2f} {e.unit}/s" if e.rate else ""
+        if key not in self.tasks:
+            self.tasks[key] = prog.add_task(e.description or e.task, total=e.total, unit=e.unit, rate=rate)
+        prog.update(self.tasks[key], completed=e.completed, total=e.total, rate=rate,
+                    description=e.description or e.task)
+        if e.done:
+            self._stop_progress()
+
+    # -- events ----------------------------------------------------------------------------------------
+    def __call__(self, e: ev.Event) -> None:
+        c = self.console
+        if isinstance(e, ev.Progress):
+            self._on_progress(e)
+            return
+        if isinstance(e, ev.LogLine):
+            if self.verbose:
+                c.print(f"[dim]{escape(e.text)}[/]", markup=True, soft_wrap=True)
+            return
+        self._stop_progress()
+        if isinstance(e, ev.RunStarted):
+            sim = " [bold magenta]SIMULATED[/]" if e.simulated else ""
+            c.print(f"[bold]specdec-tui[/] profile [cyan]{escape(e.profile)}[/]{sim} → {escape(e.run_dir)}")
+        elif isinstance(e, ev.StepStarted):
+            c.rule(f"[bold]{escape(e.title)}[/] [dim]({e.step})[/]", align="left")
+        elif isinstance(e, ev.Fact):
+            line = f"  {_FACT_ICON.get(e.status, '?')} {escape(e.name)}: [bold]{escape(e.value)}[/]"
+            if e.detail:
+                line += f" [dim]— {escape(e.detail)}[/]"
+            c.print(line, soft_wrap=True)
+            if e.remedy and e.status in ("warn", "fail"):
+                c.print(f"      [dim]fix:[/] {escape(e.remedy)}", soft_wrap=True)
+        elif isinstance(e, ev.Phase):
+            if e.status == "finished":
+                c.print(f"  [cyan]▸[/] {escape(e.phase):<10} {e.elapsed_s:8.1f}s  [dim]{escape(e.detail)}[/]")
+        elif isinstance(e, ev.CompileCache):
+            if self.verbose:
+                c.print(f"  [dim]compile cache {'hit' if e.hit else 'miss'}: {e.key}[/]")
+        elif isinstance(e, ev.Notice):
+            style = {"info": "blue", "warning": "yellow", "error": "red"}[e.level]
+            c.print(f"  [{style}]{escape(e.text)}[/]", soft_wrap=True)
+        elif isinstance(e, ev.Diagnosis):
+            self.diagnoses.append(e)
+            style = _SEV_STYLE.get(e.severity, "white")
+            body = "\n".join(f"• {escape(x)}" for x in e.evidence[:8])
+            body += f"\n[bold]Remedy:[/] {escape(e.remedy)}"
+            c.print(Panel(body, title=f"[{style}]{e.severity.upper()}[/] {escape(e.title)} [dim]({e.id})[/]",
+                          border_style=style, expand=True))
+        elif isinstance(e, ev.Data):
+            self._on_data(e)
+        elif isinstance(e, ev.Artifact):
+            if self.verbose:
+                c.print(f"  [dim]wrote {escape(e.name)}: {escape(e.path)}[/]")
+        elif isinstance(e, ev.StepFinished):
+            self.step_rows.append((e.step, e.status, e.seconds, e.summary))
+            style = _STATUS_STYLE.get(e.status, "white")
+            c.print(f"  [{style}]{e.status}[/] in {e.seconds:.1f}s — {escape(e.summary)}", soft_wrap=True)
+        elif isinstance(e, ev.RunFinished):
+            self._summary(e)
+
+    def _on_data(self, e: ev.Data) -> None:
+        if e.kind == "comparison_table":
+            p = e.payload
+            t = Table(title="Baseline vs EAGLE3", show_lines=False)
+            t.add_column("Metric")
+            t.add_column("Baseline", justify="right")
+            t.add_column("EAGLE3", justify="right")
+            for label, b, x in p["rows"]:
+                t.add_row(label, b, x)
+            self.console.print(t)
+            for line in p.get("notes", []):
+                self.console.print(f"  [dim]{escape(line)}[/]")
+        elif e.kind == "text":
+            self.console.print(escape(str(e.payload)))
+
+    def _summary(self, e: ev.RunFinished) -> None:
+        c = self.console
+        t = Table(title="Summary", show_header=True)
+        t.add_column("Step")
+        t.add_column("Status")
+        t.add_column("Time", justify="right")
+        t.add_column("Summary", overflow="fold")
+        for sid, status, secs, summary in self.step_rows:
+            style = _STATUS_STYLE.get(status, "white")
+            t.add_row(ev.STEP_TITLES.get(sid, sid), f"[{style}]{status}[/]", f"{secs:.1f}s", escape(summary))
+        c.print(t)
+        if e.report_path:
+            c.print(f"report: {escape(e.report_path)}")
+        c.print(f"exit code {e.exit_code}")

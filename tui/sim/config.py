@@ -1,0 +1,40 @@
+"""Simulation settings: the profile's [simulation] table, passed as JSON in SPECDEC_SIM."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+ENV_VAR = "SPECDEC_SIM"
+
+# Demo-like defaults used when the simulator runs without a profile (ready within about 10 s).
+DEFAULTS: dict[str, Any] = {
+    "time_scale": 1.0,
+    "vllm_version": "0.24.0",
+    "weights_s": 2.0,
+    "draft_s": 0.5,
+    "hlo_s": 0.5,
+    "compile_s": 3.0,
+    "warmup_s": 0.5,
+    "acceptance": 0.69,
+    "acceptance_decay": 0.7,
+    "ttft_ms": 252.0,
+    "tpot_ms": 7.0,
+    "fault": "none",
+    "hbm_gib_per_core": 24.0,
+}
+
+
+def sim_config(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    env = os.environ if environ is None else environ
+    cfg = dict(DEFAULTS)
+    raw = env.get(ENV_VAR, "")
+    if raw:
+        try:
+            given = json.loads(raw)
+        except ValueError:
+            given = {}
+        if isinstance(given, dict):
+            cfg.update({k: v for k, v in given.items() if k in DEFAULTS or k == "hub"})
+    return cfg
