@@ -1,0 +1,297 @@
+"""Inspect the Python interpreter that owns the profile's `vllm` without importing vLLM.
+
+`find_server_interpreter` resolves `server.command[0]` on PATH and works out which Python runs it
+(the command itself when it is an interpreter, else the script's shebang, including
+`#!/usr/bin/env python3` and pip's `/bin/sh` trampoline for long paths). `run_probe` then runs
+`PROBE_SOURCE` in that interpreter with `-c`: it reports, through importlib.metadata only, the vLLM and
+vllm-neuron distributions, the `vllm.platform_plugins` entry points, a few Neuron package versions,
+sys.version, and whether `vllm_neuron` can be found (importlib.util.find_spec — nothing is imported).
+`probe_vllm_version(profile, ph, environ)` is the blocking one-call form other steps use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .sysinfo import which
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .commands import Placeholders
+    from .profile import Profile
+
+PROBE_TIMEOUT_S = 20.0
+MARKER = "SPECDEC_PROBE_JSON "
+
+# Runs in the foreign interpreter: keep it compatible with old Pythons (no f-strings, no walrus) so a too-old
+# interpreter still reports its version instead of a SyntaxError.
+PROBE_SOURCE = r'''
+import sys, os, json, re
+# Like a console script, never let the current directory shadow installed packages.
+sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+out = {"executable": sys.executable, "prefix": sys.prefix, "python": sys.version.split()[0],
+       "python_full": sys.version, "version_info": list(sys.version_info[:3]), "errors": []}
+md = None
+try:
+    import importlib.metadata as md
+except Exception:
+    try:
+        import importlib_metadata as md
+    except Exception:
+        out["errors"].append("importlib.metadata is not available")
+
+def norm(name):
+    return re.sub(r"[-_.]+", "-", name or "").lower()
+
+WANT = ("vllm", "vllm-neuron", "neuronx-vllm-plugin", "neuronx-cc", "libtorch-neuronx-lite", "nki",
+        "torch-neuronx", "torch", "transformers", "neuronx-distributed-inference")
+packages = {}
+dists = {}
+eps = []
+if md is not None:
+    try:
+        for d in md.distributions():
+            try:
+                name = d.metadata["Name"]
+            except Exception:
+                name = None
+            n = norm(name)
+            if not n:
+                continue
+            try:
+                group_eps = [e for e in d.entry_points if e.group == "vllm.platform_plugins"]
+            except Exception:
+                group_eps = []
+            for e in group_eps:
+                eps.append({"name": e.name, "value": e.value, "dist": name, "dist_version": d.version})
+            if n in WANT and n not in dists:
+                body = ""
+                try:
+                    body = d.read_text("METADATA") or d.read_text("PKG-INFO") or ""
+                except Exception:
+                    pass
+                loc = ""
+                try:
+                    loc = str(d.locate_file(""))
+                except Exception:
+                    pass
+                dists[n] = {"name": name, "version": d.version,
+                            "summary": d.metadata.get("Summary") or "",
+                            "wrong_package": "WRONG PACKAGE" in body,
+                            "location": loc,
+                            "platform_plugins": [{"name": e.name, "value": e.value} for e in group_eps]}
+                packages[n] = d.version
+    except Exception as exc:
+        out["errors"].append("listing distributions failed: %r" % (exc,))
+out["packages"] = packages
+out["dists"] = dists
+out["platform_plugins"] = eps
+find = {}
+try:
+    import importlib.util
+    for mod in ("vllm", "vllm_neuron"):
+        try:
+            spec = importlib.util.find_spec(mod)
+            find[mod] = (spec.origin or "namespace") if spec is not None else None
+        except Exception as exc:
+            find[mod] = None
+            out["errors"].append("find_spec(%s) failed: %r" % (mod, exc))
+except Exception as exc:
+    out["errors"].append("importlib.util: %r" % (exc,))
+out["find_spec"] = find
+sys.stdout.write("\n''' + MARKER + r'''" + json.dumps(out) + "\n")
+sys.stdout.flush()
+'''
+
+_PY_NAME = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?[a-z]?$")
+
+
+def looks_like_python(path: str) -> bool:
+    return bool(_PY_NAME.match(Path(path).name))
+
+
+@dataclass
+class Interpreter:
+    """How to run Python code in the interpreter that owns a command."""
+
+    command: str  # what the profile says (resolved placeholders), e.g. "vllm"
+    path: str | None = None  # the command found on PATH
+    python: str | None = None  # the interpreter
+    flags: list[str] = field(default_factory=list)  # interpreter flags from the shebang (e.g. -s, -E)
+    how: str = ""  # "interpreter" | "shebang" | "env shebang" | "sh trampoline"
+    error: str = ""  # why no interpreter could be determined
+
+    @property
+    def argv(self) -> list[str]:
+        assert self.python
+        return [self.python, *self.flags]
+
+
+def _first_lines(path: Path, n: int = 2, limit: int = 4096) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit)
+    except OSError:
+        return []
+    return data.decode("utf-8", errors="replace").splitlines()[:n]
+
+
+def find_server_interpreter(command0: str, environ: dict[str, str], search_path: str | None = None) -> Interpreter:
+    """Resolve `command0` on PATH and find the Python interpreter that runs it."""
+    path = search_path if search_path is not None else environ.get("PATH", "")
+    it = Interpreter(command=command0)
+    found = which(command0, path)
+    if not found:
+        it.error = f"`{command0}` not found on PATH"
+        return it
+    it.path = found
+    lines = _first_lines(Path(found))
+    if lines and lines[0].startswith("#!"):
+        try:
+            tokens = shlex.split(lines[0][2:].strip())
+        except ValueError:
+            tokens = lines[0][2:].split()
+        if not tokens:
+            it.error = f"{found} has an empty shebang"
+            return it
+        interp, rest = tokens[0], tokens[1:]
+        if Path(interp).name == "env":
+            # env [-S] [-i] [NAME=VALUE ...] program [args]
+            args = list(rest)
+            while args and (args[0].startswith("-") or "=" in args[0]):
+                if args[0] == "-S" and len(args) > 1 and " " in args[1]:
+                    args = args[1].split() + args[2:]
+                    continue
+                args.pop(0)
+            if not args:
+                it.error = f"{found}: cannot read the interpreter from its shebang {lines[0]!r}"
+                return it
+            prog = which(args[0], path)
+            if not prog:
+                it.error = f"{found}: its shebang interpreter `{args[0]}` is not on PATH"
+                return it
+            it.python, it.flags, it.how = prog, args[1:], "env shebang"
+        elif Path(interp).name in ("sh", "bash", "dash") and len(lines) > 1:
+            # pip's trampoline for long interpreter paths:  '''exec' /path/to/python "$0" "$@"
+            m = re.match(r"""^'''exec' (?:"([^"]+)"|(\S+)) "\$0" "\$@"$""", lines[1].strip())
+            if not m:
+                it.error = f"{found} is a shell script; cannot tell which Python it runs"
+                return it
+            it.python, it.how = m.group(1) or m.group(2), "sh trampoline"
+        else:
+            it.python, it.flags, it.how = interp, rest, "shebang"
+        if not os.path.isfile(it.python) or not os.access(it.python, os.X_OK):
+            it.error = f"{found}: its interpreter {it.python} does not exist or is not executable"
+            it.python = None
+            return it
+        if not looks_like_python(it.python) and it.how != "sh trampoline":
+            it.error = f"{found} is run by {it.python}, which does not look like a Python interpreter"
+            it.python = None
+            return it
+        return it
+    if looks_like_python(found):
+        it.python, it.how = found, "interpreter"
+        return it
+    it.error = f"{found} is neither a Python interpreter nor a script with a shebang"
+    return it
+
+
+@dataclass
+class ProbeResult:
+    ok: bool
+    data: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+    argv: list[str] = field(default_factory=list)
+    returncode: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "error": self.error, "argv": self.argv[:-1] + ["<probe source>"] if self.argv else [],
+                "returncode": self.returncode, "data": self.data}
+
+
+async def run_capture(argv: list[str], environ: dict[str, str], timeout: float,
+                      cwd: str | None = None) -> tuple[int | None, str, str]:
+    """Run argv (no shell), return (returncode, stdout, stderr); returncode None on timeout/launch error."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=environ, cwd=cwd, start_new_session=True)
+    except OSError as exc:
+        return None, "", f"cannot start {argv[0]}: {exc.strerror or exc}"
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except asyncio.TimeoutError:
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            pass
+        try:
+            await asyncio.wait_for(proc.wait(), 5)
+        except asyncio.TimeoutError:
+            pass
+        return None, "", f"{Path(argv[0]).name} did not finish within {timeout:.0f} s"
+    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def _probe_result(argv: list[str], rc: int | None, out: str, err: str) -> ProbeResult:
+    for line in reversed(out.splitlines()):
+        if line.startswith(MARKER):
+            try:
+                data = json.loads(line[len(MARKER):])
+            except ValueError:
+                break
+            return ProbeResult(True, data, argv=argv, returncode=rc)
+    tail = (err.strip().splitlines() or [""])[-1][:300]
+    if rc is None:
+        msg = err.strip() or "probe did not run"
+    else:
+        msg = f"probe exited with status {rc}" + (f": {tail}" if tail else "")
+    return ProbeResult(False, error=msg, argv=argv, returncode=rc)
+
+
+async def run_probe(interp: Interpreter, environ: dict[str, str], timeout: float = PROBE_TIMEOUT_S,
+                    cwd: str | None = None) -> ProbeResult:
+    """Run PROBE_SOURCE in the interpreter (asyncio; never raises for a broken interpreter)."""
+    if not interp.python:
+        return ProbeResult(False, error=interp.error or "no interpreter")
+    argv = interp.argv + ["-c", PROBE_SOURCE]
+    rc, out, err = await run_capture(argv, environ, timeout, cwd=cwd)
+    return _probe_result(argv, rc, out, err)
+
+
+def run_probe_sync(interp: Interpreter, environ: dict[str, str], timeout: float = PROBE_TIMEOUT_S,
+                   cwd: str | None = None) -> ProbeResult:
+    """Blocking twin of run_probe for callers outside the event loop."""
+    if not interp.python:
+        return ProbeResult(False, error=interp.error or "no interpreter")
+    argv = interp.argv + ["-c", PROBE_SOURCE]
+    try:
+        cp = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=environ, cwd=cwd,
+                            timeout=timeout, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return _probe_result(argv, None, "", f"{Path(argv[0]).name} did not finish within {timeout:.0f} s")
+    except OSError as exc:
+        return _probe_result(argv, None, "", f"cannot start {argv[0]}: {exc.strerror or exc}")
+    return _probe_result(argv, cp.returncode, cp.stdout.decode("utf-8", "replace"), cp.stderr.decode("utf-8", "replace"))
+
+
+def server_launch_env(profile: "Profile", ph: "Placeholders", environ: dict[str, str]) -> dict[str, str]:
+    """The environment `vllm` runs with: environ plus the profile's [server.env] (placeholders resolved)."""
+    return {**environ, **{k: ph.resolve(v) for k, v in profile.server.env.items()}}
+
+
+def probe_vllm_version(profile: "Profile", ph: "Placeholders", environ: dict[str, str]) -> str | None:
+    """The vLLM version the profile's `server.command` runs (simulated: [simulation] vllm_version). Blocking."""
+    if profile.simulated:
+        return str(profile.data["simulation"]["vllm_version"])
+    env = server_launch_env(profile, ph, environ)
+    interp = find_server_interpreter(ph.resolve(profile.server.command[0]), env)
+    res = run_probe_sync(interp, env)
+    return (res.data.get("packages") or {}).get("vllm") if res.ok else None
