@@ -34,10 +34,11 @@ class MetricsError(ValueError):
 
 async def scrape(base_url: str, client: httpx.AsyncClient | None = None,
                  timeout: float = DEFAULT_TIMEOUT) -> str:
-    """GET `{base_url}/metrics` and return the body. Raises httpx errors (connection, non-2xx)."""
+    """GET `{base_url}/metrics` and return the body. Raises httpx errors (connection, non-2xx).
+    Without `client`, a one-off client is used (proxy environment variables are ignored)."""
     url = base_url.rstrip("/") + "/metrics"
     if client is None:
-        async with httpx.AsyncClient(timeout=timeout) as own:
+        async with httpx.AsyncClient(timeout=timeout, trust_env=False) as own:
             resp = await own.get(url)
     else:
         resp = await client.get(url, timeout=timeout)
