@@ -166,24 +166,42 @@ class Engine:
         self._emit(StepFinished(sid, res.status, secs, res.summary))
         return res
 
-    async def run_all(self) -> int:
+    async def open(self) -> None:
+        """Start a run: state.json, profile.toml, the simulated backend; emits RunStarted."""
         prof = self.profile
         self.run.state.update({"profile": prof.name, "profile_source": prof.source, "simulated": prof.simulated,
                                "requested_steps": self.steps, "started": time.time()})
         self.run.save_state()
         self.run.write_text("profile.toml", prof.to_toml())
         self._emit(RunStarted("", prof.name, str(self.run.path), tuple(self.steps), prof.simulated))
+        self._start_simulation()
+
+    async def stop_children(self) -> None:
+        """Stop every server / bench process this run started (SIGINT → SIGTERM → SIGKILL)."""
+        await self._cleanup()
+
+    async def close(self, code: int | None = None) -> int:
+        """End a run: stop children, stop the simulated backend, write the report; emits RunFinished."""
+        if code is None:
+            code = EXIT_OK
+            for res in self.results.values():
+                if res.status not in ("passed", "warned"):
+                    code = EXIT_FAILED
+        await self._cleanup()
+        self._stop_simulation()
+        report_path = self._write_report(code)
+        self.exit_code = code
+        self._emit(RunFinished("", code, str(report_path) if report_path else None))
+        return code
+
+    async def run_all(self) -> int:
         code = EXIT_OK
         try:
-            self._start_simulation()
+            await self.open()
             failed_at: str | None = None
             for sid in self.steps:
                 if failed_at is not None:
-                    summary = f"skipped: step '{failed_at}' failed"
-                    self.results[sid] = StepResult("skipped", summary)
-                    self.run.update_step(sid, status="skipped", seconds=0.0, summary=summary)
-                    self._emit(StepStarted(sid, STEP_TITLES[sid]))
-                    self._emit(StepFinished(sid, "skipped", 0.0, summary))
+                    self.skip_step(sid, f"skipped: step '{failed_at}' failed")
                     continue
                 res = await self.run_step(sid)
                 if res.status not in ("passed", "warned"):
@@ -193,12 +211,14 @@ class Engine:
             code = EXIT_INTERRUPTED
             self._emit(Notice("", "warning", "interrupted: stopping child processes"))
         finally:
-            await self._cleanup()
-            self._stop_simulation()
-            report_path = self._write_report(code)
-            self.exit_code = code
-            self._emit(RunFinished("", code, str(report_path) if report_path else None))
+            await self.close(code)
         return code
+
+    def skip_step(self, sid: str, summary: str) -> None:
+        self.results[sid] = StepResult("skipped", summary)
+        self.run.update_step(sid, status="skipped", seconds=0.0, summary=summary)
+        self._emit(StepStarted(sid, STEP_TITLES[sid]))
+        self._emit(StepFinished(sid, "skipped", 0.0, summary))
 
     def _write_report(self, code: int) -> Path | None:
         try:

@@ -99,6 +99,25 @@ class LogLine(Event):
 
 
 @dataclass(frozen=True)
+class CleanLog(Event):
+    """A server log message with prefixes stripped; per-rank repeats arrive once (see LogRanks)."""
+
+    line_id: int
+    text: str
+    level: str | None
+    is_error: bool
+    ranks: int = 1
+
+
+@dataclass(frozen=True)
+class LogRanks(Event):
+    """CleanLog `line_id` has now been seen from `ranks` worker ranks (show ×N)."""
+
+    line_id: int
+    ranks: int
+
+
+@dataclass(frozen=True)
 class Phase(Event):
     """A startup phase changed. status: started | finished. elapsed_s is the phase's own duration."""
 

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..diagnostics import from_env_facts
 from ..events import Artifact
 from ..probe import Interpreter, ProbeResult, find_server_interpreter, run_capture, run_probe, server_launch_env
 from ..sysinfo import (
@@ -265,6 +266,8 @@ async def run(ctx: StepContext) -> StepResult:
     }
     path = ctx.run.write_json("env.json", doc)
     ctx.emit(Artifact(STEP, "env.json", str(path)))
+    for diag in from_env_facts(STEP, rec.facts, host=srv.host, port=srv.port):
+        ctx.emit(diag)
     return rec.result(shared)
 
 

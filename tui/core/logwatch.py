@@ -1,0 +1,102 @@
+"""Turns a server's raw output into engine events through the log pipeline (tui.core.logparse)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from . import logparse as lp
+from .events import CleanLog, CompileCache, LogLine, LogRanks, Phase, Sink
+
+
+class ServeLogWatcher:
+    """Feed with on_line(raw, ts); emits LogLine (raw), CleanLog/LogRanks (rank-collapsed view), Phase and
+    CompileCache events; remembers error signatures, timings and readiness for the server step."""
+
+    def __init__(self, emit: Sink, step: str, speculative: bool, verbose_lines: bool = True):
+        self.emit = emit
+        self.step = step
+        self.pipe = lp.LogPipeline(speculative=speculative)
+        self.verbose_lines = verbose_lines
+        self.ready_event = asyncio.Event()
+        self.current_phase: str | None = None
+        self._finished = False
+
+    @property
+    def ready(self) -> bool:
+        return self.pipe.ready
+
+    def on_line(self, raw: str, ts: float) -> None:
+        emit = self.emit
+        step = self.step
+        if self.verbose_lines:
+            emit(LogLine(step, raw, "serve", ts))
+        for e in self.pipe.feed(raw, ts):
+            t = type(e)
+            if t is lp.CleanLine:
+                emit(CleanLog(step, e.line_id, e.text, e.level, e.is_error, e.ranks))
+            elif t is lp.RankCount:
+                emit(LogRanks(step, e.line_id, e.ranks))
+            elif t is lp.PhaseChange:
+                self._phase_change(e)
+            elif t is lp.CacheResult:
+                emit(CompileCache(step, e.key, e.hit))
+            elif t is lp.Ready:
+                self.ready_event.set()
+
+    def _phase_change(self, e: Any) -> None:
+        if e.prev_phase is not None:
+            rec = self.pipe.phase_record(e.prev_phase)
+            detail = ""
+            if rec is not None and rec.reported_s is not None:
+                detail = f"log reports {rec.reported_s:.1f}s"
+            if e.prev_phase == "compile":
+                hits, misses = self.pipe.cache_hit_count, self.pipe.cache_miss_count
+                detail = (detail + "; " if detail else "") + f"cache {hits} hit(s), {misses} miss(es)"
+            self.emit(Phase(self.step, e.prev_phase, "finished", e.prev_elapsed_s or 0.0, detail, e.ts))
+        self.current_phase = e.phase
+        if e.phase is not None:
+            self.emit(Phase(self.step, e.phase, "started", 0.0, e.detail, e.ts))
+            if e.phase == "ready":
+                # `ready` is a point in time: close it at once so timelines end cleanly.
+                self.emit(Phase(self.step, "ready", "finished", 0.0, "Application startup complete.", e.ts))
+
+    def finish(self) -> None:
+        if self._finished:
+            return
+        self._finished = True
+        if self.pipe.phase not in (None, "ready"):
+            for e in self.pipe.close(time.time()):
+                if type(e) is lp.PhaseChange:
+                    self._phase_change(e)
+
+    def error_signatures(self) -> list[tuple[str, str, list[str]]]:
+        seen: set[str] = set()
+        out = []
+        for e in self.pipe.errors:
+            if e.kind in seen:
+                continue
+            seen.add(e.kind)
+            out.append((e.kind, e.line, list(e.context[-3:])))
+        return out
+
+    def root_cause(self) -> str | None:
+        return self.pipe.root_cause()
+
+    def last_lines(self, n: int) -> list[str]:
+        return self.pipe.recent_lines()[-n:]
+
+    def summary(self) -> dict[str, Any]:
+        phases = []
+        for rec in self.pipe.phases:
+            phases.append({"phase": rec.name, "seconds": None if rec.elapsed_s is None else round(rec.elapsed_s, 3),
+                           "reported_s": rec.reported_s})
+        return {
+            "phases": phases,
+            "cache_hits": self.pipe.cache_hit_count,
+            "cache_misses": self.pipe.cache_miss_count,
+            "ranks": len(self.pipe.ranks_seen),
+            "lines": self.pipe.lines_fed,
+            "route": self.pipe.route,
+        }

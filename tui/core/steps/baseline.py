@@ -1,0 +1,10 @@
+"""Step `baseline`: the non-speculative server (tutorial Step 1)."""
+
+from __future__ import annotations
+
+from .base import StepContext, StepResult
+from .server import run_server_step
+
+
+async def run(ctx: StepContext) -> StepResult:
+    return await run_server_step(ctx, "baseline", speculative=False)

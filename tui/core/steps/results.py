@@ -1,0 +1,92 @@
+"""Step `results`: baseline vs EAGLE3 side by side, the tutorial's comparison snippet, and the number rules
+of the Common-issues diagnostics."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .. import diagnostics as dg
+from ..events import Data
+from ..report import comparison, comparison_rows, run_summary
+from .base import FactRecorder, StepContext, StepResult
+
+SNIPPET_KEYS = ("output_throughput", "median_tpot_ms", "median_ttft_ms")
+
+
+def tutorial_snippet(baseline: dict[str, Any], eagle3: dict[str, Any]) -> str:
+    """The tutorial's comparison script, reproduced from the two bench JSON files (same keys, same format)."""
+    lines = [f"{k:20s} baseline={baseline[k]:.2f} eagle3={eagle3[k]:.2f}" for k in SNIPPET_KEYS]
+    lines.append("")
+    lines.append(f"EAGLE3 output throughput speedup: {eagle3['output_throughput'] / baseline['output_throughput']:.2f}x")
+    return "\n".join(lines)
+
+
+def _bench(ctx: StepContext, sid: str) -> dict[str, Any] | None:
+    facts = ctx.shared.get(sid) or {}
+    return facts.get("bench")
+
+
+async def run(ctx: StepContext) -> StepResult:
+    fr = FactRecorder(ctx, "results")
+    b, e = _bench(ctx, "baseline"), _bench(ctx, "eagle3")
+    missing = [sid for sid, v in (("baseline", b), ("eagle3", e)) if not v]
+    if missing:
+        fr.add("benchmarks", "missing: " + ", ".join(missing), "fail",
+               "the results step compares the baseline and EAGLE3 benchmarks of this run directory",
+               "run the missing steps first (e.g. --steps baseline,eagle3,results with the same --run-dir)")
+        return fr.result()
+    runs = {"baseline": run_summary(b, False), "eagle3": run_summary(e, True)}
+    comp = comparison(runs)
+    rows = comparison_rows({"runs": runs})
+    notes = ["ITL is measured per streamed chunk: under EAGLE3 a chunk carries several tokens, so compare the runs "
+             "by TPOT and output throughput."]
+    ctx.emit(Data("results", "comparison_table", {"rows": rows, "comparison": comp, "notes": notes,
+                                                  "runs": runs}))
+
+    # The tutorial's own snippet, from the two JSON files exactly as bench wrote them.
+    snippet = None
+    try:
+        bj = json.loads(ctx.run.file("baseline.json").read_text().strip().splitlines()[-1])
+        ej = json.loads(ctx.run.file("eagle3.json").read_text().strip().splitlines()[-1])
+        snippet = tutorial_snippet(bj, ej)
+    except (OSError, ValueError, KeyError, IndexError, ZeroDivisionError) as exc:
+        fr.add("tutorial snippet", "unavailable", "warn", f"cannot read baseline.json / eagle3.json: {exc}")
+    if snippet is not None:
+        ctx.run.write_text("comparison.txt", snippet + "\n")
+        ctx.emit(Data("results", "snippet", snippet))
+
+    speedup = comp.get("output_throughput_speedup")
+    diags = []
+    diags += dg.acceptance_rules("results", e.get("acceptance_rate"), e.get("acceptance_length"),
+                                 e.get("per_position_acceptance"))
+    diags += dg.throughput_rule("results", b, e)
+    ck = ctx.shared.get("checkpoints") or {}
+    qc_present = (ck.get("target") or {}).get("quantization_config_present")
+    diags += dg.bf16_rule("results", ctx.profile.models.target, ctx.profile.server.hf_overrides, qc_present)
+    for d in diags:
+        ctx.emit(d)
+
+    if speedup is not None:
+        fr.add("output throughput speedup", f"{speedup:.2f}x", "pass" if speedup > 1.0 else "fail",
+               f"baseline {b['output_throughput']:.2f} → EAGLE3 {e['output_throughput']:.2f} tok/s")
+    tpot_ratio = comp.get("median_tpot_ratio")
+    if tpot_ratio is not None:
+        fr.add("median TPOT", f"{b['median_tpot_ms']:.2f} → {e['median_tpot_ms']:.2f} ms",
+               "pass" if tpot_ratio < 1.0 else "warn", f"ratio {tpot_ratio:.2f}")
+    if e.get("acceptance_rate") is not None:
+        ar = e["acceptance_rate"]
+        status = "fail" if ar < 5 else ("warn" if ar < 30 else "pass")
+        fr.add("acceptance rate", f"{ar:.2f}%", status,
+               f"acceptance length {e.get('acceptance_length') or 0:.2f} (source: {e.get('acceptance_source')})")
+    else:
+        fr.add("acceptance rate", "unknown", "warn", "no spec-decode counters were found on /metrics")
+    errors = [d for d in diags if d.severity == "error"]
+    res = fr.result({"comparison": comp})
+    if errors and res.status != "failed":
+        res.status = "failed"
+    if speedup is not None:
+        res.summary = (f"EAGLE3 output throughput speedup {speedup:.2f}x"
+                       + (f", acceptance {e['acceptance_rate']:.1f}%" if e.get("acceptance_rate") is not None else "")
+                       + (f"; {len(diags)} diagnosis(es)" if diags else ""))
+    return res

@@ -1,0 +1,317 @@
+"""Steps `baseline` and `eagle3`: launch `vllm serve`, follow the compile log, wait for readiness,
+smoke-test, benchmark with `vllm bench serve`, stop.
+
+The same code drives the real vLLM and the simulator; it only sees a process, its output and its port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from typing import Any
+
+import httpx
+
+from .. import diagnostics as dg
+from ..commands import base_url, format_command, serve_argv, serve_env
+from ..events import Data, Notice
+from ..logwatch import ServeLogWatcher
+from ..supervisor import ManagedProcess, port_free, port_holder, wait_port_free
+from .base import FactRecorder, StepContext, StepResult
+
+HEALTH_POLL_S = 1.0
+
+
+def _counting_check(prompt: str, text: str) -> tuple[bool, str]:
+    """Does `text` continue the count at the end of `prompt`? (True, why) / (False, why)."""
+    m = re.search(r"(\d+)\s*$", prompt.strip())
+    words = text.split()
+    if not m:
+        return (bool(text.strip()), "non-empty reply" if text.strip() else "empty reply")
+    n = int(m.group(1))
+    if not words:
+        return False, "empty reply"
+    complete = words if text[-1:].isspace() else words[:-1]
+    expected = [str(n + 1 + i) for i in range(len(words))]
+    if not complete:
+        complete = words
+    ok = complete == expected[: len(complete)]
+    if not text[-1:].isspace() and len(words) > len(complete):
+        ok = ok and expected[len(words) - 1].startswith(words[-1])
+    return ok, ("continues the count" if ok else f"expected {' '.join(expected[:5])} …")
+
+
+class ServerRun:
+    def __init__(self, ctx: StepContext, step: str, speculative: bool):
+        self.ctx = ctx
+        self.step = step
+        self.speculative = speculative
+        self.prof = ctx.profile
+        self.facts = FactRecorder(ctx, step)
+        self.url = base_url(self.prof)
+        self.proc: ManagedProcess | None = None
+        self.watcher = ServeLogWatcher(ctx.emit, step, speculative=speculative, verbose_lines=True)
+        self.result_facts: dict[str, Any] = {}
+        self._stopped = False
+        self.vllm_version: str | None = None
+        self.dataset_path = ""
+        self.served_name = self.prof.models.target
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def diag(self, d: Any) -> None:
+        self.ctx.emit(d)
+
+    def _child_env(self) -> dict[str, str]:
+        env = dict(self.ctx.environ)
+        explicit = self.prof.server.env
+        for k, v in serve_env(self.prof, self.ctx.ph).items():
+            # The profile's own env wins; the engine's timeout defaults never override the operator's.
+            if k in explicit or k not in env:
+                env[k] = v
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        return env
+
+    # -- launch ---------------------------------------------------------------------------------------
+    async def launch(self) -> bool:
+        s = self.prof.server
+        if not port_free(s.host, s.port):
+            # A previous server of ours may still be releasing it.
+            if not await wait_port_free(s.host, s.port, timeout_s=5):
+                holder = port_holder(s.port)
+                who = f" by pid {holder[0]} ({holder[1][:120]})" if holder else ""
+                self.facts.add("port", f"{s.host}:{s.port}", "fail", f"already in use{who}",
+                               "stop that process or choose another server.port")
+                self.diag(dg.make("port-in-use", self.step, [f"{s.host}:{s.port} is in use{who}"],
+                                  host=s.host, port=s.port))
+                return False
+        argv = serve_argv(self.prof, self.speculative, self.ctx.ph)
+        env = self._child_env()
+        shown_env = {k: v for k, v in serve_env(self.prof, self.ctx.ph).items()}
+        cmd_text = format_command(argv, shown_env)
+        self.ctx.emit(Data(self.step, "command", {"argv": argv, "text": cmd_text}))
+        self.ctx.run.write_text(f"{self.step}.command.sh", "#!/usr/bin/env bash\n" + cmd_text + "\n")
+        self.proc = ManagedProcess(argv, env, self.ctx.run.file(f"{self.step}.serve.log"),
+                                   on_line=self.watcher.on_line)
+        try:
+            await self.proc.start()
+        except (OSError, ValueError) as exc:
+            self.facts.add("launch", argv[0], "fail", f"cannot start: {exc}",
+                           "check server.command in the profile (is vllm on PATH?)")
+            return False
+        self.ctx.cleanups.append(_Stopper(self))
+        self.ctx.emit(Notice(self.step, "info", f"launched pid {self.proc.proc.pid if self.proc.proc else '?'}; "
+                                                 f"log: {self.proc.log_path}"))
+        return True
+
+    async def wait_ready(self) -> bool:
+        assert self.proc is not None and self.proc.proc is not None
+        timeout = float(self.prof.server.startup_timeout_s)
+        t0 = time.monotonic()
+        exited = asyncio.ensure_future(self.proc.proc.wait())
+        ready_by = ""
+        async with httpx.AsyncClient(timeout=httpx.Timeout(2.0)) as client:
+            try:
+                while True:
+                    if self.watcher.ready:
+                        ready_by = "log: Application startup complete."
+                        break
+                    if exited.done():
+                        break
+                    try:
+                        r = await client.get(self.url + "/health")
+                        if r.status_code == 200:
+                            ready_by = "GET /health → 200"
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    if time.monotonic() - t0 > timeout:
+                        break
+                    await asyncio.wait([exited, asyncio.ensure_future(self.watcher.ready_event.wait())],
+                                       timeout=HEALTH_POLL_S, return_when=asyncio.FIRST_COMPLETED)
+                if not ready_by and not exited.done():
+                    # Timed out.
+                    self.watcher.finish()
+                    self.facts.add("startup", f"not ready after {timeout:.0f}s", "fail",
+                                   f"last phase: {self.watcher.current_phase or 'none'}",
+                                   "raise server.startup_timeout_s and VLLM_ENGINE_READY_TIMEOUT_S")
+                    self.diag(dg.make("engine-startup-timeout", self.step,
+                                      [f"no readiness after {timeout:.0f}s (server.startup_timeout_s)",
+                                       f"last phase: {self.watcher.current_phase or 'none'}"]))
+                    return False
+                if exited.done():
+                    await self.proc.wait_output_done()
+                    self.watcher.finish()
+                    rc = exited.result()
+                    self._diagnose_exit(rc)
+                    return False
+                # /v1/models must list the target.
+                try:
+                    r = await client.get(self.url + "/v1/models", timeout=10)
+                    data = r.json().get("data", []) if r.status_code == 200 else []
+                except (httpx.HTTPError, ValueError) as exc:
+                    data = []
+                    self.facts.add("/v1/models", "unreachable", "fail", str(exc), "check the server log")
+                    return False
+                ids = [m.get("id") for m in data] + [m.get("root") for m in data]
+                target = self.prof.models.target
+                if target not in ids:
+                    self.facts.add("/v1/models", ", ".join(str(i) for i in ids) or "empty", "fail",
+                                   f"does not list {target}", "check models.target / --served-model-name")
+                    return False
+                self.served_name = next((m.get("id") for m in data if target in (m.get("id"), m.get("root"))), target)
+            finally:
+                if not exited.done():
+                    exited.cancel()
+        startup_s = time.monotonic() - t0
+        # Wait for the log to reach the ready marker (the pipeline closes the last phase there).
+        if not self.watcher.ready:
+            try:
+                await asyncio.wait_for(self.watcher.ready_event.wait(), timeout=3)
+            except asyncio.TimeoutError:
+                pass
+        summ = self.watcher.summary()
+        self.result_facts["startup"] = {"seconds": round(startup_s, 2), "ready_by": ready_by, **summ}
+        hits, misses = summ.get("cache_hits", 0), summ.get("cache_misses", 0)
+        cache = f"compile cache {hits} hit(s), {misses} miss(es)"
+        self.facts.add("startup", f"ready in {startup_s:.1f}s", "pass", f"{ready_by}; {cache}")
+        return True
+
+    def _diagnose_exit(self, rc: int) -> None:
+        sigs = self.watcher.error_signatures()
+        emitted = False
+        tp = self.prof.server.tensor_parallel_size
+        for kind, line, context in sigs:
+            if kind == "engine-failed":
+                continue
+            if kind == "hbm-allocation-failure":
+                self.diag(dg.hbm(self.step, context + [line], tp))
+            elif kind == "port-in-use":
+                self.diag(dg.make(kind, self.step, [line], host=self.prof.server.host, port=self.prof.server.port))
+            else:
+                self.diag(dg.make(kind, self.step, context + [line]))
+            emitted = True
+        root = self.watcher.root_cause()
+        if not emitted:
+            if any(k == "engine-failed" for k, _, _ in sigs):
+                self.diag(dg.make("engine-failed", self.step, [root] if root else self.watcher.last_lines(5)))
+            else:
+                self.diag(dg.make("server-exited", self.step, [f"exit code {rc}"] + self.watcher.last_lines(8)))
+        detail = f"root cause: {root}" if root else f"exit code {rc}"
+        self.facts.add("startup", f"server exited with code {rc}", "fail", detail,
+                       f"see {self.step}.serve.log in the run directory")
+
+    # -- smoke test -------------------------------------------------------------------------------------
+    async def smoke(self) -> bool:
+        sm = self.prof.smoke
+        payload = {"model": self.served_name, "prompt": sm.prompt,
+                   "max_tokens": sm.max_tokens, "temperature": 0}
+        t0 = time.monotonic()
+        try:
+            async with httpx.AsyncClient(timeout=httpx.Timeout(120.0)) as client:
+                r = await client.post(self.url + "/v1/completions", json=payload)
+            body = r.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            self.facts.add("smoke test", "no reply", "fail", str(exc), "check the server log")
+            return False
+        latency = time.monotonic() - t0
+        text = ""
+        if r.status_code == 200:
+            try:
+                text = body["choices"][0]["text"]
+            except (KeyError, IndexError, TypeError):
+                text = ""
+        ok, why = _counting_check(sm.prompt, text) if r.status_code == 200 else (False, f"HTTP {r.status_code}")
+        record = {"request": payload, "status": r.status_code, "response": body, "text": text, "passed": ok,
+                  "why": why, "latency_s": round(latency, 4)}
+        self.ctx.run.write_json(f"{self.step}.smoke.json", record)
+        self.result_facts["smoke"] = {"text": text, "passed": ok}
+        self.facts.add("smoke test", repr(text), "pass" if ok else "fail", why,
+                       "" if ok else "compare with the tutorial's expected \"6 7 8 9 10 \"")
+        if not ok:
+            self.diag(dg.make("smoke-test-failed", self.step, [f"prompt: {sm.prompt!r}", f"reply: {text!r}", why]))
+        if self.speculative:
+            base_text = self._baseline_smoke_text()
+            if base_text is not None:
+                diags = dg.greedy_rule(self.step, base_text, text)
+                for d in diags:
+                    self.diag(d)
+                self.facts.add("lossless check", "same as baseline" if not diags else "differs from baseline",
+                               "pass" if not diags else "warn",
+                               f"baseline {base_text!r}", "" if not diags else diags[0].remedy)
+                self.result_facts["smoke"]["matches_baseline"] = not diags
+        return ok
+
+    def _baseline_smoke_text(self) -> str | None:
+        sh = self.ctx.shared.get("baseline", {}).get("smoke")
+        if isinstance(sh, dict) and "text" in sh:
+            return sh["text"]
+        p = self.ctx.run.file("baseline.smoke.json")
+        if p.exists():
+            try:
+                return json.loads(p.read_text()).get("text")
+            except (OSError, ValueError):
+                return None
+        return None
+
+    # -- stop ----------------------------------------------------------------------------------------------
+    async def stop(self) -> None:
+        if self._stopped or self.proc is None:
+            return
+        self._stopped = True
+        s = self.prof.server
+        t0 = time.monotonic()
+        self.ctx.emit(Notice(self.step, "info", "stopping the server (SIGINT, then SIGTERM, then SIGKILL)"))
+        rc = await self.proc.stop(grace_s=float(s.stop_grace_s))
+        free = await wait_port_free(s.host, s.port, timeout_s=30)
+        self.result_facts["stop"] = {"exit_code": rc, "seconds": round(time.monotonic() - t0, 2), "port_free": free}
+        if not free:
+            self.facts.add("stop", f"port {s.port} still busy", "warn", "", "check for a stray server process")
+
+    def kill_sync(self) -> None:
+        if self.proc is not None:
+            self.proc.kill_now()
+
+
+class _Stopper:
+    """Engine cleanup hook: async stop, with a synchronous kill for last-resort paths."""
+
+    def __init__(self, run: ServerRun):
+        self.run = run
+
+    def __call__(self) -> Any:
+        return self.run.stop()
+
+    def sync(self) -> None:
+        self.run.kill_sync()
+
+
+async def run_server_step(ctx: StepContext, step: str, speculative: bool) -> StepResult:
+    from .bench import ensure_dataset, run_benchmark, sonnet_removed, vllm_version
+
+    sr = ServerRun(ctx, step, speculative)
+    # Checks that must fail before a long launch: the bench's dataset and its vLLM version.
+    sr.vllm_version = vllm_version(ctx)
+    if sonnet_removed(sr.vllm_version):
+        sr.facts.add("vllm bench serve", f"vLLM {sr.vllm_version}", "fail",
+                     "--dataset-name sonnet was removed in vLLM 0.32", dg.CATALOG["sonnet-removed-in-vllm"].remedy)
+        ctx.emit(dg.make("sonnet-removed-in-vllm", step, [f"vLLM version {sr.vllm_version} (sonnet exists only < 0.32)"]))
+        return sr.facts.result(sr.result_facts)
+    dataset_path = await ensure_dataset(ctx, sr.facts)
+    if dataset_path is None:
+        return sr.facts.result(sr.result_facts)
+    sr.dataset_path = dataset_path
+    try:
+        if not await sr.launch():
+            return sr.facts.result(sr.result_facts)
+        if not await sr.wait_ready():
+            return sr.facts.result(sr.result_facts)
+        if not await sr.smoke():
+            return sr.facts.result(sr.result_facts)
+        await run_benchmark(ctx, sr)
+        return sr.facts.result(sr.result_facts)
+    finally:
+        await sr.stop()
+        if sr in [getattr(c, "run", None) for c in ctx.cleanups]:
+            ctx.cleanups[:] = [c for c in ctx.cleanups if getattr(c, "run", None) is not sr]

@@ -1,0 +1,285 @@
+"""Child-process supervision shared by `vllm serve` and `vllm bench serve`.
+
+The same code drives the real vLLM on a trn2 and the simulator: it only sees a process, its output and
+(for servers) its HTTP port.
+
+- Each child runs in its own process group (new session), stdout+stderr merged, with PR_SET_PDEATHSIG so
+  it dies with us, plus a watchdog process that kills the whole group if the app itself is SIGKILLed
+  (grandchildren such as vLLM's EngineCore and workers are not covered by PDEATHSIG).
+- Every raw line is tee'd with a timestamp to a log file.
+- stop(): SIGINT, then SIGTERM after a grace period, then SIGKILL to the whole group; then wait until the
+  processes are gone and, for servers, the port is free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import psutil
+
+from .rundir import redact
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+
+
+def _child_setup() -> None:  # runs in the child between fork and exec
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _group_pids(pgid: int) -> list[int]:
+    out = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(p.info["pid"]) == pgid:
+                out.append(p.info["pid"])
+        except (ProcessLookupError, PermissionError, psutil.Error, OSError):
+            continue
+    return out
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # Zombies still count for killpg(0); look closer.
+    for pid in _group_pids(pgid):
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def port_free(host: str, port: int) -> bool:
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(fam, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def port_holder(port: int) -> tuple[int, str] | None:
+    """(pid, command line) of the process listening on `port`, when visible."""
+    try:
+        conns = psutil.net_connections(kind="inet")
+    except (psutil.AccessDenied, PermissionError, OSError):
+        return None
+    for c in conns:
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid:
+            try:
+                cmd = " ".join(psutil.Process(c.pid).cmdline()) or psutil.Process(c.pid).name()
+            except psutil.Error:
+                cmd = "?"
+            return c.pid, cmd
+    return None
+
+
+def start_watchdog(app_pid: int, pgid: int) -> subprocess.Popen[bytes] | None:
+    """A tiny process, in its own session, that kills group `pgid` if `app_pid` dies first."""
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tui.core.watchdog", str(app_pid), str(pgid)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True,
+            cwd=str(Path(__file__).resolve().parents[2]),
+        )
+    except OSError:
+        return None
+
+
+class ManagedProcess:
+    """A supervised child: spawn, stream lines, tee to a log file, stop the whole group."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path,
+                 on_line: Callable[[str, float], None] | None = None, cwd: str | None = None,
+                 on_chunk: Callable[[str], None] | None = None):
+        self.argv = argv
+        self.on_chunk = on_chunk
+        self._last_flush = 0.0
+        self.env = env
+        self.log_path = Path(log_path)
+        self.on_line = on_line
+        self.cwd = cwd
+        self.proc: asyncio.subprocess.Process | None = None
+        self.pgid: int | None = None
+        self.watchdog: subprocess.Popen[bytes] | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self.started_at = 0.0
+        self.lines = 0
+        self._log = None
+        self.tail: list[str] = []  # last lines, ANSI intact, for diagnoses
+        self.tail_max = 400
+
+    async def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "a", encoding="utf-8", errors="replace", buffering=1 << 16)
+        self._log.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%S')} $ {redact(' '.join(self.argv))}\n")
+        self.started_at = time.time()
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, env=self.env, cwd=self.cwd, start_new_session=True,
+            preexec_fn=_child_setup,
+        )
+        self.pgid = self.proc.pid  # new session: pgid == pid
+        self.watchdog = start_watchdog(os.getpid(), self.pgid)
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        stream = self.proc.stdout
+        secret = any(os.environ.get(v) for v in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"))
+        buf = ""
+        while True:
+            chunk = await stream.read(1 << 16)
+            if not chunk:
+                break
+            text = chunk.decode("utf-8", errors="replace")
+            if self.on_chunk is not None:
+                self.on_chunk(text)
+            buf += text
+            if "\n" not in buf:
+                if len(buf) > (1 << 20):  # a runaway line without newline: cut it
+                    self._line(buf, secret)
+                    buf = ""
+                continue
+            *lines, buf = buf.split("\n")
+            for line in lines:
+                self._line(line, secret)
+            if self._log is not None and time.monotonic() - self._last_flush > 0.5:
+                self._log.flush()
+                self._last_flush = time.monotonic()
+        if buf:
+            self._line(buf, secret)
+        if self._log is not None:
+            self._log.flush()
+
+    def _line(self, line: str, secret: bool) -> None:
+        ts = time.time()
+        if secret:
+            line = redact(line)
+        self.lines += 1
+        if self._log is not None:
+            self._log.write(f"{time.strftime('%H:%M:%S', time.localtime(ts))}.{int(ts * 1000) % 1000:03d} {line}\n")
+        self.tail.append(line)
+        if len(self.tail) > self.tail_max:
+            del self.tail[: len(self.tail) - self.tail_max]
+        if self.on_line is not None:
+            self.on_line(line, ts)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode if self.proc else None
+
+    async def wait(self) -> int:
+        assert self.proc is not None
+        rc = await self.proc.wait()
+        if self._reader is not None:
+            try:
+                await asyncio.wait_for(self._reader, timeout=5)
+            except asyncio.TimeoutError:
+                self._reader.cancel()
+        return rc
+
+    async def wait_output_done(self) -> None:
+        if self._reader is not None:
+            await self._reader
+
+    async def stop(self, grace_s: float = 30.0) -> int | None:
+        """SIGINT → (grace) → SIGTERM → (10 s) → SIGKILL to the group; returns the exit code."""
+        if self.proc is None or self.pgid is None:
+            return None
+        pgid = self.pgid
+        steps = ((signal.SIGINT, grace_s), (signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0))
+        for sig, wait_s in steps:
+            if self.proc.returncode is not None and not group_alive(pgid):
+                break
+            _signal_group(pgid, sig)
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                if self.proc.returncode is not None and not group_alive(pgid):
+                    break
+                try:
+                    await asyncio.wait_for(asyncio.shield(self.proc.wait()), timeout=0.2)
+                except asyncio.TimeoutError:
+                    pass
+            else:
+                continue
+            break
+        try:
+            await asyncio.wait_for(self.proc.wait(), timeout=5)
+        except asyncio.TimeoutError:
+            pass
+        if self._reader is not None:
+            try:
+                await asyncio.wait_for(self._reader, timeout=5)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                self._reader.cancel()
+        self._close()
+        return self.proc.returncode
+
+    def kill_now(self) -> None:
+        """Synchronous last resort: SIGKILL the whole group."""
+        if self.pgid is not None:
+            _signal_group(self.pgid, signal.SIGKILL)
+        self._close()
+
+    def _close(self) -> None:
+        if self.watchdog is not None:
+            try:
+                self.watchdog.kill()
+                self.watchdog.wait(timeout=2)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+            self.watchdog = None
+        if self._log is not None:
+            try:
+                self._log.close()
+            except OSError:
+                pass
+            self._log = None
+
+
+async def wait_port_free(host: str, port: int, timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if port_free(host, port):
+            return True
+        await asyncio.sleep(0.2)
+    return port_free(host, port)
