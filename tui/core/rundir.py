@@ -12,7 +12,7 @@ from typing import Any
 
 # Secrets that must never reach a log or a report.
 _SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "VLLM_API_KEY")
-_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{8,}\b")
+_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")
 
 
 def redact(text: str) -> str:
