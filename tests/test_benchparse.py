@@ -258,3 +258,13 @@ def test_tqdm_format_variants():
     assert (desc.n, desc.total) == (3, 4)
     assert parse_tqdm_line("Starting main benchmark run...") is None
     assert TqdmProgressParser().feed("no bar here\n") is None
+
+
+def test_e2el_percentiles_parsed():
+    """Metric names with digits (e2el) keep their percentile keys (p99_e2el_ms)."""
+    from tui.core.benchparse import parse_result_json as _parse
+
+    text = ('{"completed": 2, "failed": 0, "num_prompts": 2, "duration": 1.0, "output_throughput": 1.0, '
+            '"mean_e2el_ms": 10.0, "median_e2el_ms": 9.0, "p50_e2el_ms": 9.0, "p99_e2el_ms": 12.5}')
+    r = _parse(text)
+    assert r.e2el is not None and r.e2el.p99 == 12.5 and r.e2el.p50 == 9.0

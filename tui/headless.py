@@ -133,6 +133,11 @@ class HeadlessRenderer:
             self.console.print(t)
             for line in p.get("notes", []):
                 self.console.print(f"  [dim]{escape(line)}[/]")
+        elif e.kind == "snippet":
+            self.console.print(Panel(escape(str(e.payload)), title="The tutorial's comparison (from the two JSON files)",
+                                     expand=False))
+        elif e.kind in ("command", "bench_command"):
+            self.console.print(f"  [dim]$ {escape(e.payload['text'])}[/]", soft_wrap=True)
         elif e.kind == "text":
             self.console.print(escape(str(e.payload)))
 

@@ -133,7 +133,7 @@ def _num(d: dict[str, Any], key: str, source: str, *, integer: bool = False, req
     return float(v)
 
 
-_PCT_KEY = re.compile(r"^p(?P<p>\d+(?:\.\d+)?)_(?P<metric>[a-z_]+)_ms$")
+_PCT_KEY = re.compile(r"^p(?P<p>\d+(?:\.\d+)?)_(?P<metric>[a-z0-9_]+)_ms$")
 
 
 def _latency_stats(d: dict[str, Any], metric: str, source: str) -> LatencyStats | None:

@@ -146,6 +146,14 @@ class ServerRun:
                     rc = exited.result()
                     self._diagnose_exit(rc)
                     return False
+                # The log marker can precede the first accept() by a moment: wait for /health.
+                while ready_by.startswith("log") and not exited.done() and time.monotonic() - t0 < timeout:
+                    try:
+                        if (await client.get(self.url + "/health")).status_code == 200:
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    await asyncio.sleep(0.1)
                 # /v1/models must list the target.
                 try:
                     r = await client.get(self.url + "/v1/models", timeout=10)
