@@ -1,0 +1,254 @@
+"""Pure model of the simulated target/draft pair: greedy text, timing and EAGLE3 acceptance.
+
+Everything here is deterministic and free of I/O, so it can be unit-tested and reused.
+
+Calibration (the tutorial, trn2.48xlarge TP16, sonnet 512 in / 128 out):
+- TTFT ≈ ``ttft_ms`` at 512 prompt tokens: a small constant plus a part proportional to the prompt
+  length. Under EAGLE3 TTFT is ``EAGLE3_TTFT_FACTOR`` (0.87) × baseline (252 → ≈ 219 ms).
+- A baseline decode step costs ``tpot_ms`` and emits one token.
+- An EAGLE3 step with k draft tokens costs ``tpot_ms × (1 + 0.4·k)`` and emits 1 + (accepted drafts)
+  tokens. Draft position i is accepted with conditional probability ``acceptance × decay**i``; drafting
+  stops at the first rejection. So k = 1 at 69 % gives 9.8 ms / 1.69 ≈ 5.80 ms per token, and k = 2, 3
+  are slower than k = 1 for this MoE pairing (tutorial Step 3).
+
+Text: greedy output is the same with and without speculation (lossless), except under the
+``lossless-broken`` fault. A prompt ending in a counting sequence continues it token by token
+("6", " ", "7", " ", ...); any other prompt continues with pseudo-English seeded by a hash of the prompt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from .tokens import tokenize
+
+# --- timing constants ------------------------------------------------------------------------
+REFERENCE_PROMPT_TOKENS = 512
+TTFT_CONST_FRACTION = 0.04  # share of ttft_ms that does not scale with the prompt
+EAGLE3_TTFT_FACTOR = 0.87
+VERIFY_COST_PER_DRAFT = 0.4  # extra target-step cost per draft token (verify + draft forward)
+DRAFT_MISMATCH_ACCEPTANCE = 0.005
+
+
+def ttft_ms(prompt_tokens: int, base_ttft_ms: float, speculative: bool = False) -> float:
+    """Time to first token (simulated ms) for a prompt of prompt_tokens tokens."""
+    const = TTFT_CONST_FRACTION * base_ttft_ms
+    per_token = (base_ttft_ms - const) / REFERENCE_PROMPT_TOKENS
+    t = const + per_token * max(int(prompt_tokens), 1)
+    return t * (EAGLE3_TTFT_FACTOR if speculative else 1.0)
+
+
+def step_ms(tpot_ms: float, k: int) -> float:
+    """Cost of one decode step: baseline (k = 0) or an EAGLE3 draft+verify step with k drafts."""
+    return tpot_ms * (1.0 + VERIFY_COST_PER_DRAFT * max(int(k), 0))
+
+
+def conditional_acceptance(acceptance: float, decay: float, position: int) -> float:
+    """P(draft position i accepted | positions < i accepted)."""
+    return min(1.0, max(0.0, acceptance * decay ** position))
+
+
+def per_position_acceptance(acceptance: float, decay: float, k: int) -> list[float]:
+    """Unconditional acceptance rate of each draft position 0..k-1 (what per_pos/num_drafts measures)."""
+    rates: list[float] = []
+    p = 1.0
+    for i in range(k):
+        p *= conditional_acceptance(acceptance, decay, i)
+        rates.append(p)
+    return rates
+
+
+def expected_tokens_per_step(acceptance: float, decay: float, k: int) -> float:
+    """Mean acceptance length: 1 + expected accepted drafts per step."""
+    return 1.0 + sum(per_position_acceptance(acceptance, decay, k))
+
+
+def expected_tpot_ms(tpot_ms: float, acceptance: float, decay: float, k: int) -> float:
+    """Steady-state time per output token (ms) with k draft tokens (k = 0: baseline)."""
+    if k <= 0:
+        return tpot_ms
+    return step_ms(tpot_ms, k) / expected_tokens_per_step(acceptance, decay, k)
+
+
+def draw_accepted(rng: random.Random, k: int, acceptance: float, decay: float) -> int:
+    """Number of accepted drafts in one step (stops at the first rejection)."""
+    n = 0
+    for i in range(k):
+        if rng.random() < conditional_acceptance(acceptance, decay, i):
+            n += 1
+        else:
+            break
+    return n
+
+
+def effective_acceptance(acceptance: float, fault: str) -> float:
+    return DRAFT_MISMATCH_ACCEPTANCE if fault == "draft-mismatch" else acceptance
+
+
+def seed_of(text: str) -> int:
+    return int.from_bytes(hashlib.md5(text.encode("utf-8", "surrogatepass")).digest()[:8], "big")
+
+
+# --- text ------------------------------------------------------------------------------------
+_SEQ_RE = re.compile(r"(\d+(?:[ \t,;]+\d+)+)([ \t,;]*)$")
+
+_WORDS = (
+    "the of and to in that is was he for it with as his on be at by had not are but from or have an they "
+    "which one you were her all she there would their we him been has when who will more no if out so said "
+    "what up its about into than them can only other new some could time these two may then do first any my "
+    "now such like our over man me even most made after also did many before must through back years where "
+    "much your way well down should because each just those people how too little state good very make world "
+    "still own see men work long get here between both life being under never day same another know while "
+    "last might us great old year off come since against go came right used take three light summer beauty "
+    "love heart eyes night morning river music silver garden memory water stone winter golden quiet distant "
+    "gentle bright shadow voice road sea fire rose truth sweet time praise youth glass face spring sun"
+).split()
+
+
+def _counting(prompt: str) -> Iterator[str] | None:
+    """Tokens continuing a trailing arithmetic sequence (≥ 3 terms, or ≥ 2 counting by one), else None."""
+    m = _SEQ_RE.search(prompt)
+    if not m:
+        return None
+    body, trailing = m.group(1), m.group(2)
+    nums = [int(x) for x in re.findall(r"\d+", body)]
+    seps = re.findall(r"[^\d]+", body)
+    step = nums[-1] - nums[-2]
+    if step <= 0:
+        return None
+    run = 2
+    while run < len(nums) and nums[-run] - nums[-run - 1] == step:
+        run += 1
+    if run < 3 and step != 1:
+        return None
+    sep_tokens = tokenize(seps[-1])
+
+    def gen() -> Iterator[str]:
+        n = nums[-1]
+        if not trailing:
+            yield from sep_tokens
+        while True:
+            n += step
+            yield from tokenize(str(n))
+            yield from sep_tokens
+
+    return gen()
+
+
+def _english(seed: int) -> Iterator[str]:
+    rng = random.Random(seed)
+    start = True
+    while True:
+        length = rng.randint(4, 14)
+        for i in range(length):
+            w = rng.choice(_WORDS)
+            if start:
+                w = w.capitalize()
+                start = False
+            yield " " + w
+            if i < length - 1 and rng.random() < 0.08:
+                yield ","
+        yield rng.choice((".", ".", ".", ";", "!", "?"))
+        start = True
+        if rng.random() < 0.15:
+            yield "\n"
+
+
+def greedy_stream(prompt: str) -> Iterator[str]:
+    """The target model's greedy continuation of prompt, one token string at a time (infinite)."""
+    return _counting(prompt) or _english(seed_of(prompt))
+
+
+def greedy_tokens(prompt: str, n: int) -> list[str]:
+    it = greedy_stream(prompt)
+    return [next(it) for _ in range(max(int(n), 0))]
+
+
+def corrupt_token(tok: str) -> str:
+    """A plausible but different token (what a broken verifier lets through)."""
+    if tok.isdigit():
+        return str(int(tok) + 1)
+    stripped = tok.strip()
+    if not stripped:
+        return "," + tok
+    if stripped.isalpha():
+        lead = tok[: len(tok) - len(tok.lstrip())]
+        low = stripped.lower()
+        i = _WORDS.index(low) if low in _WORDS else seed_of(low) % len(_WORDS)
+        alt = _WORDS[(i + 7) % len(_WORDS)]
+        if alt == low:
+            alt = _WORDS[(i + 8) % len(_WORDS)]
+        return lead + (alt.capitalize() if stripped[0].isupper() else alt)
+    return ";" if tok != ";" else ","
+
+
+# --- request plan ----------------------------------------------------------------------------
+@dataclass
+class Step:
+    """One engine step of a request: wait delay_ms (simulated) after the previous step, emit tokens."""
+
+    delay_ms: float
+    tokens: list[str]
+    drafted: int = 0  # draft tokens verified in this step (0: no speculation in this step)
+    accepted: int = 0  # drafts accepted (as drawn; counted by the spec-decode metrics)
+
+
+@dataclass
+class Plan:
+    prompt_tokens: int
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> list[str]:
+        return [t for s in self.steps for t in s.tokens]
+
+    @property
+    def text(self) -> str:
+        return "".join(self.tokens)
+
+    @property
+    def duration_ms(self) -> float:
+        return sum(s.delay_ms for s in self.steps)
+
+
+def plan_request(prompt: str, prompt_tokens: int, max_tokens: int, *, ttft: float, tpot: float,
+                 k: int = 0, acceptance: float = 0.69, decay: float = 0.7,
+                 max_model_len: int | None = None, lossless_broken: bool = False,
+                 seed: int | None = None) -> Plan:
+    """The engine steps of one greedy request producing exactly max_tokens tokens.
+
+    ttft/tpot are the *baseline* calibration (ms at 512 prompt tokens, ms per decode step). With k > 0
+    the request runs under EAGLE3: prefill takes 0.87 × TTFT, and each decode step verifies k drafts.
+    Speculation is skipped once the sequence reaches max_model_len - k (vLLM's rule).
+    """
+    n = max(int(max_tokens), 0)
+    tokens = greedy_tokens(prompt, n)
+    plan = Plan(prompt_tokens=prompt_tokens)
+    if n == 0:
+        return plan
+    spec = k > 0
+    rng = random.Random(seed if seed is not None else seed_of(prompt))
+    plan.steps.append(Step(ttft_ms(prompt_tokens, ttft, spec), tokens[:1]))
+    pos = 1
+    corrupted = False
+    while pos < n:
+        can_spec = spec and (max_model_len is None or prompt_tokens + pos < max_model_len - k)
+        if can_spec:
+            acc = draw_accepted(rng, k, acceptance, decay)
+            emit = min(1 + acc, n - pos)
+            if lossless_broken and acc >= 1:
+                tokens[pos] = corrupt_token(tokens[pos])
+                corrupted = True
+            plan.steps.append(Step(step_ms(tpot, k), tokens[pos:pos + emit], k, acc))
+        else:
+            emit = 1
+            plan.steps.append(Step(tpot, tokens[pos:pos + 1]))
+        pos += emit
+    if lossless_broken and spec and not corrupted and n > 1:
+        last = plan.steps[-1]
+        last.tokens[-1] = corrupt_token(last.tokens[-1])
+    return plan
