@@ -132,7 +132,6 @@ class ManagedProcess:
                  on_chunk: Callable[[str], None] | None = None):
         self.argv = argv
         self.on_chunk = on_chunk
-        self._last_flush = 0.0
         self.env = env
         self.log_path = Path(log_path)
         self.on_line = on_line
@@ -182,9 +181,8 @@ class ManagedProcess:
             *lines, buf = buf.split("\n")
             for line in lines:
                 self._line(line, secret)
-            if self._log is not None and time.monotonic() - self._last_flush > 0.5:
-                self._log.flush()
-                self._last_flush = time.monotonic()
+            if self._log is not None:
+                self._log.flush()  # once per read: the file is complete up to here if we crash
         if buf:
             self._line(buf, secret)
         if self._log is not None:

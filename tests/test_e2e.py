@@ -1,0 +1,179 @@
+"""End to end through the CLI: the demo profile on the simulator (real subprocesses, loopback only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from e2e_util import (
+    REPO,
+    child_env,
+    demo_variant,
+    descendants,
+    diag_ids,
+    load_report,
+    port_is_free,
+    run_cli,
+    wait_for,
+    wait_gone,
+)
+from tui.core.profile import load_profile
+
+
+def test_first_three_steps_pass_on_demo(tmp_path):
+    prof = demo_variant(tmp_path)
+    run_dir = tmp_path / "run"
+    r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--steps", "env,checkpoints,dataset",
+                "--run-dir", str(run_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    for name in ("state.json", "env.json", "checkpoints.json", "sonnet.txt", "report.json", "report.md",
+                 "profile.toml"):
+        assert (run_dir / name).is_file(), name
+    state = json.loads((run_dir / "state.json").read_text())
+    assert [state["steps"][s]["status"] for s in ("env", "checkpoints", "dataset")] == ["passed"] * 3
+    assert "Traceback" not in r.stderr
+    # The saved profile replays exactly.
+    assert load_profile(str(run_dir / "profile.toml")).data == load_profile(str(prof)).data
+
+
+def test_tutorial_profile_fails_readably_without_neuron(tmp_path):
+    r = run_cli(tmp_path, "--profile", "gpt-oss-120b-eagle3-trn2", "--headless", "--run-dir", str(tmp_path / "r"))
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr
+    assert "✗ instance type" in r.stderr and "✗ Neuron devices" in r.stderr
+    rep = load_report(tmp_path / "r")
+    statuses = {s["id"]: s["status"] for s in rep["steps"]}
+    assert statuses["env"] == "failed"
+    # Nothing after a failed step runs (and nothing reaches the real hub).
+    assert all(statuses[s] == "skipped" for s in ("checkpoints", "dataset", "baseline", "eagle3", "results"))
+
+
+def test_full_demo_headless_json_report(tmp_path):
+    prof = demo_variant(tmp_path, "full")
+    run_dir = tmp_path / "run"
+    r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--json", "--run-dir", str(run_dir))
+    assert r.returncode == 0, r.stderr[-4000:]
+    rep = json.loads(r.stdout)  # --json: report on stdout, nothing else
+    assert rep == load_report(run_dir)
+    assert rep["profile"] == "full" and rep["simulated"] is True
+    assert [s["id"] for s in rep["steps"]] == ["env", "checkpoints", "dataset", "baseline", "eagle3", "results"]
+    assert all(s["status"] in ("passed", "warned") for s in rep["steps"])
+    b, e = rep["runs"]["baseline"], rep["runs"]["eagle3"]
+    for run in (b, e):
+        for k in ("output_throughput", "median_tpot_ms", "median_ttft_ms", "p99_tpot_ms", "completed", "failed"):
+            assert run[k] is not None, k
+        assert run["completed"] == 10 and run["failed"] == 0
+    # Close to the tutorial: ~1.2x and ~69 % acceptance (30-ish drafts per request, so allow spread).
+    assert 55.0 <= e["acceptance_rate"] <= 82.0
+    assert e["acceptance_length"] == pytest.approx(1 + e["acceptance_rate"] / 100, abs=0.01)
+    assert len(e["per_position_acceptance"]) == 1
+    assert rep["comparison"]["output_throughput_speedup"] > 1.0
+    assert e["median_tpot_ms"] < b["median_tpot_ms"]
+    assert "acceptance-near-zero" not in diag_ids(rep)
+    # The tutorial's own files and snippet.
+    for name in ("baseline.json", "eagle3.json", "summary.csv", "comparison.txt", "baseline.serve.log",
+                 "eagle3.serve.log", "baseline.smoke.json", "eagle3.smoke.json"):
+        assert (run_dir / name).is_file(), name
+    snippet = (run_dir / "comparison.txt").read_text()
+    assert snippet.startswith("output_throughput    baseline=")
+    assert "EAGLE3 output throughput speedup:" in snippet
+    csv_lines = (run_dir / "summary.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("run,output_throughput") and len(csv_lines) == 3
+    assert json.loads((run_dir / "eagle3.smoke.json").read_text())["text"] == "6 7 8 9 10 "
+
+
+@pytest.mark.parametrize(
+    "updates,expected",
+    [
+        ({"server.tensor_parallel_size": 8}, "hbm-allocation-failure"),
+        ({"simulation.fault": "cores-busy"}, "neuron-cores-busy"),
+        ({"simulation.fault": "compile-failed"}, "compile-failed"),
+        ({"simulation.fault": "compile-oom"}, "compile-oom-killed"),
+    ],
+    ids=["tp8", "cores-busy", "compile-failed", "compile-oom"],
+)
+def test_launch_fault_variants_exit_1_with_diagnosis(tmp_path, updates, expected):
+    prof = demo_variant(tmp_path, "fault", **{k.replace(".", "__"): v for k, v in updates.items()})
+    run_dir = tmp_path / "run"
+    r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--steps", "baseline", "--run-dir", str(run_dir))
+    assert r.returncode == 1, r.stderr[-3000:]
+    rep = load_report(run_dir)
+    assert expected in diag_ids(rep), rep["diagnostics"]
+    diag = next(d for d in rep["diagnostics"] if d["id"] == expected)
+    assert diag["severity"] == "error" and diag["evidence"] and diag["remedy"]
+    if expected == "hbm-allocation-failure":
+        assert "tensor-parallel-size 16" in diag["remedy"]
+        assert any("Failed to allocate" in ev for ev in diag["evidence"])
+    assert "Traceback" not in r.stderr
+
+
+def test_zero_acceptance_variant(tmp_path):
+    prof = demo_variant(tmp_path, "zero", simulation__fault="draft-mismatch")
+    run_dir = tmp_path / "run"
+    r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--steps", "baseline,eagle3,results",
+                "--run-dir", str(run_dir))
+    assert r.returncode == 1, r.stderr[-3000:]
+    rep = load_report(run_dir)
+    ids = diag_ids(rep)
+    assert "acceptance-near-zero" in ids and "throughput-regressed" in ids
+    assert rep["runs"]["eagle3"]["acceptance_rate"] < 5.0
+    regressed = next(d for d in rep["diagnostics"] if d["id"] == "throughput-regressed")
+    assert any("acceptance rate" in ev for ev in regressed["evidence"])
+
+
+def test_lossless_check_both_ways(tmp_path):
+    good = demo_variant(tmp_path, "good", benchmark__num_prompts=2)
+    r = run_cli(tmp_path, "--profile", str(good), "--headless", "--steps", "baseline,eagle3",
+                "--run-dir", str(tmp_path / "g"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "greedy-output-mismatch" not in diag_ids(load_report(tmp_path / "g"))
+    bad = demo_variant(tmp_path, "bad", benchmark__num_prompts=2, simulation__fault="lossless-broken")
+    r = run_cli(tmp_path, "--profile", str(bad), "--headless", "--steps", "baseline,eagle3",
+                "--run-dir", str(tmp_path / "b"))
+    rep = load_report(tmp_path / "b")
+    assert "greedy-output-mismatch" in diag_ids(rep), rep["diagnostics"]
+    d = next(d for d in rep["diagnostics"] if d["id"] == "greedy-output-mismatch")
+    assert d["severity"] == "warning" and any("baseline" in ev for ev in d["evidence"])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL, signal.SIGINT],
+                         ids=["SIGTERM", "SIGHUP", "SIGKILL", "SIGINT"])
+def test_no_server_survives_the_app(tmp_path, sig):
+    # Slow weights phase so the signal lands mid-launch.
+    prof = demo_variant(tmp_path, "teardown", simulation__weights_s=250.0)
+    port = load_profile(str(prof)).server.port
+    run_dir = tmp_path / "run"
+    app = subprocess.Popen([sys.executable, "-m", "tui", "--profile", str(prof), "--headless", "--steps", "baseline",
+                            "--run-dir", str(run_dir)], cwd=tmp_path, env=child_env(tmp_path),
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        log = run_dir / "baseline.serve.log"
+        assert wait_for(lambda: log.exists() and "Loading weights" in log.read_text(errors="replace"), 90), \
+            "server never reached the weights phase"
+        kids = descendants(app.pid)
+        assert len(kids) >= 2, (kids, app.poll(), log.read_text()[-2000:])  # API server + engine core (+ watchdog)
+        app.send_signal(sig)
+        rc = app.wait(timeout=60)
+        if sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            assert rc == 130
+        left = wait_gone(kids, timeout=30)
+        assert not left, [(p.pid, p.cmdline()) for p in left]
+        assert wait_for(lambda: port_is_free(port), 15)
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.wait()
+        for p in descendants(app.pid):
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        if app.stderr:
+            app.stderr.close()
