@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tui.core.commands import Placeholders
-from tui.core.events import Artifact, Event, Fact
+from tui.core.events import Artifact, Diagnosis, Event, Fact
 from tui.core.profile import profile_from_dict
 from tui.core.rundir import RunDir
 from tui.core.steps import checkpoints
@@ -107,6 +107,7 @@ def test_tutorial_pair_passes_and_is_compatible(hub, tmp_path):
     assert art["compatible"] is True and art["target"]["commit"] == commit_for(TARGET)
     assert [f["name"] for f in art["facts"]] == [f.name for f in run.facts]
     assert any(isinstance(e, Artifact) and e.name == "checkpoints.json" for e in run.events)
+    assert not any(isinstance(e, Diagnosis) for e in run.events)
 
 
 def test_offline_uses_the_warm_cache_without_requests(hub, tmp_path):
@@ -138,6 +139,9 @@ def test_eagle1_draft_under_eagle3_fails(hub, tmp_path):
     assert "eagle draft" in f.value and "eagle3" in f.value
     assert "acceptance length ≈ 1.0" in f.detail and f.remedy
     assert run.result.facts["compatible"] is False and run.result.status == "failed"
+    diags = [e for e in run.events if isinstance(e, Diagnosis)]
+    assert [d.id for d in diags] == ["draft-target-mismatch"]
+    assert any("draft type" in ev for ev in diags[0].evidence)
 
 
 def test_eagle3_draft_under_method_eagle_fails(hub, tmp_path):
@@ -178,6 +182,7 @@ def test_missing_quantization_override_warns(hub, tmp_path):
     f = run.fact("quantization override")
     assert f.status == "warn" and "--hf-overrides" in f.remedy and "quantization_config" in f.remedy
     assert run.result.status == "warned" and not run.failed
+    assert [e.id for e in run.events if isinstance(e, Diagnosis)] == ["bf16-checkpoint-not-needed"]
 
 
 def test_local_target_directory_counts_as_the_verifier(hub, tmp_path):

@@ -146,3 +146,42 @@ def test_validate_value_for_inline_editors():
     with pytest.raises(ProfileError) as ei:
         validate_value("server", "port", 99999)
     assert "server.port" in str(ei.value)
+
+
+def test_extends_merges_tables_and_replays(tmp_path):
+    child = tmp_path / "child.toml"
+    child.write_text('extends = "demo"\nname = "child"\n[server]\nport = 8111\n[simulation]\nfault = "cores-busy"\n')
+    prof = load_profile(str(child))
+    demo = load_profile("demo")
+    assert prof.server.port == 8111 and prof.data["simulation"]["fault"] == "cores-busy"
+    assert prof.server.additional_config == demo.server.additional_config  # merged from the base
+    assert prof.data["simulation"]["time_scale"] == demo.data["simulation"]["time_scale"]
+    saved = tmp_path / "saved.toml"
+    saved.write_text(prof.to_toml())
+    assert "extends" not in saved.read_text()
+    assert load_profile(str(saved)).data == prof.data
+
+
+def test_extends_errors(tmp_path):
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    a.write_text('extends = "b.toml"\n')
+    b.write_text('extends = "a.toml"\n')
+    with pytest.raises(ProfileError) as ei:
+        load_profile(str(a))
+    assert "cycle" in str(ei.value)
+    c = tmp_path / "c.toml"
+    c.write_text('extends = "no-such-base"\n')
+    with pytest.raises(ProfileError) as ei:
+        load_profile(str(c))
+    assert "extends = 'no-such-base' cannot be loaded" in str(ei.value)
+
+
+@pytest.mark.parametrize("name,key,value", [
+    ("demo-tp8", ("server", "tensor_parallel_size"), 8),
+    ("demo-zero-acceptance", ("simulation", "fault"), "draft-mismatch"),
+    ("demo-cores-busy", ("simulation", "fault"), "cores-busy"),
+    ("demo-compile-failure", ("simulation", "fault"), "compile-failed"),
+])
+def test_bundled_fault_variants(name, key, value):
+    prof = load_profile(name)
+    assert prof.simulated and prof.data[key[0]][key[1]] == value

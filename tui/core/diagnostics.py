@@ -97,7 +97,7 @@ CATALOG: dict[str, Entry] = {
         "and use --dataset-name custom (different prompts, so not comparable with the tutorial)."),
     "bench-requests-failed": Entry(
         "warning", "Some benchmark requests failed",
-        "Read the bench output ({step}.bench.log) and the server log around the failures; failed requests make "
+        "Read the bench output ({name}.bench.log) and the server log around the failures; failed requests make "
         "the throughput figures unreliable."),
     "acceptance-stats-disagree": Entry(
         "warning", "Bench and /metrics acceptance figures disagree",
@@ -134,6 +134,29 @@ def hbm(step: str, evidence: Iterable[str], tp: int) -> Diagnosis:
                   "sizes, check no other process holds NeuronCores, or raise tensor-parallel-size.")
         d = Diagnosis(d.step, d.id, d.severity, d.title, d.evidence, remedy)
     return d
+
+
+def from_log_signatures(step: str, signatures: list[tuple[str, str, list[str]]], root_cause: str | None,
+                        last_lines: list[str], exit_code: int | None, tp: int, host: str, port: int) -> list[Diagnosis]:
+    """Diagnoses for a server that exited during startup, from the log pipeline's error signatures
+    (kind, line, context). The generic `engine-failed` wrapper is reported only when nothing more specific
+    was found, quoting the root cause found above it."""
+    out: list[Diagnosis] = []
+    for kind, line, context in signatures:
+        if kind == "engine-failed" or kind not in CATALOG:
+            continue
+        if kind == "hbm-allocation-failure":
+            out.append(hbm(step, list(context) + [line], tp))
+        elif kind == "port-in-use":
+            out.append(make(kind, step, [line], host=host, port=port))
+        else:
+            out.append(make(kind, step, list(context) + [line]))
+    if not out:
+        if any(k == "engine-failed" for k, _, _ in signatures):
+            out.append(make("engine-failed", step, [root_cause] if root_cause else last_lines[-5:]))
+        else:
+            out.append(make("server-exited", step, [f"exit code {exit_code}"] + last_lines[-8:]))
+    return out
 
 
 # -------------------------------------------------------------------------------------------------
@@ -182,7 +205,7 @@ def failed_requests_rule(step: str, bench: dict[str, Any] | None) -> list[Diagno
         return []
     sev: Severity = "error" if completed == 0 else "warning"
     ev = [f"{failed} of {failed + completed} requests failed"] + [str(x) for x in bench.get("errors", [])[:3]]
-    return [make("bench-requests-failed", step, ev, severity=sev, step=step)]
+    return [make("bench-requests-failed", step, ev, severity=sev, name=step)]
 
 
 def agreement_rule(step: str, bench_rate: float | None, metrics_rate: float | None,

@@ -77,6 +77,7 @@ SCHEMA: dict[str, dict[str, Spec]] = {
     "": {
         "name": Spec("str", "", None, "a short profile name"),
         "description": Spec("str", "", None, "free text"),
+        "extends": Spec("str", "", None, "a bundled profile name or a path (resolved when the file is loaded)"),
     },
     "models": {
         "target": Spec("str", _MISSING, _nonempty, "a Hugging Face repo id or local path"),
@@ -478,16 +479,56 @@ def resolve_profile_path(name_or_path: str) -> Path:
     )
 
 
-def load_profile(name_or_path: str) -> Profile:
-    path = resolve_profile_path(name_or_path)
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _load_raw(path: Path, source: str, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The profile's TOML as a dict, with `extends = "NAME|PATH"` resolved (the file's keys win)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"profile {path}: cannot be read ({exc}). Check the path and its permissions.") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _toml_error(source, exc) from None
+    base_ref = raw.pop("extends", None)
+    if base_ref is None:
+        return raw
+    if not isinstance(base_ref, str) or not base_ref:
+        raise _err(source, "extends", base_ref, "the name of a bundled profile or a path to a .toml file")
+    rel = (path.parent / base_ref).expanduser()
+    base_path = rel if rel.suffix == ".toml" and rel.is_file() else None
+    if base_path is None:
+        try:
+            base_path = resolve_profile_path(base_ref)
+        except ProfileError as exc:
+            raise ProfileError(f"profile {source}: extends = {base_ref!r} cannot be loaded: {exc}") from None
+    resolved = base_path.resolve()
+    if resolved in seen or resolved == path.resolve():
+        raise ProfileError(f"profile {source}: extends = {base_ref!r} forms a cycle. Remove one of the extends keys.")
+    base = _load_raw(base_path, str(base_path), seen + (path.resolve(),))
+    base.pop("name", None)
+    base.pop("description", None)
+    return _deep_merge(base, raw)
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """Load a bundled profile by name or a TOML file by path. A profile may start from another one with
+    `extends = "demo"` (a bundled name, or a path relative to the file); its own keys win, tables merge."""
+    path = resolve_profile_path(name_or_path)
     bundled = bundled_profiles()
     name = path.stem
     source = name if bundled.get(name) == path else str(path)
-    return load_profile_text(text, source=source, name=name)
+    raw = _load_raw(path, source)
+    return profile_from_dict(raw, source, name=name)
 
 
 def as_plain_dict(prof: Profile) -> dict[str, Any]:

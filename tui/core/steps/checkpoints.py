@@ -17,6 +17,7 @@ import asyncio
 import re
 from typing import Any
 
+from .. import diagnostics as dg
 from ..events import Artifact
 from ..hub import HubFailure, HubSettings, ModelProbe, free_bytes, hub_settings, probe_model, scrub, scrub_obj
 from .base import FactRecorder, StepContext, StepResult
@@ -339,6 +340,14 @@ async def run(ctx: StepContext, *, timeout_s: float | None = None) -> StepResult
               f"the {' and '.join(missing)} config.json {'is' if len(missing) == 1 else 'are'} unavailable")
     if tf is not None:
         _quant_facts(f, ctx, tf)
+    # Common-issues diagnoses this step can raise before any compile.
+    if tf is not None and df is not None and not compatible:
+        evidence = [scrub(f"{x.name}: {x.value} — {x.detail}", hs.secrets) for x in rec.facts
+                    if x.status == "fail" and x.name in ("draft type", "draft verifier", "hidden size", "vocab size")]
+        ctx.emit(dg.make("draft-target-mismatch", STEP, evidence))
+    for diag in dg.bf16_rule(STEP, target_name, ctx.profile.server.hf_overrides or {},
+                             bool(tf is not None and tf.get("quantization"))):
+        ctx.emit(diag)
 
     target_json = dict(target.as_json(), config=tf)
     draft_json = dict(draft.as_json(), config=df)

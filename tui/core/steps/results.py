@@ -61,9 +61,6 @@ async def run(ctx: StepContext) -> StepResult:
     diags += dg.acceptance_rules("results", e.get("acceptance_rate"), e.get("acceptance_length"),
                                  e.get("per_position_acceptance"))
     diags += dg.throughput_rule("results", b, e)
-    ck = ctx.shared.get("checkpoints") or {}
-    qc_present = (ck.get("target") or {}).get("quantization_config_present")
-    diags += dg.bf16_rule("results", ctx.profile.models.target, ctx.profile.server.hf_overrides, qc_present)
     for d in diags:
         ctx.emit(d)
 

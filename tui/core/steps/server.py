@@ -187,25 +187,11 @@ class ServerRun:
         return True
 
     def _diagnose_exit(self, rc: int) -> None:
-        sigs = self.watcher.error_signatures()
-        emitted = False
-        tp = self.prof.server.tensor_parallel_size
-        for kind, line, context in sigs:
-            if kind == "engine-failed":
-                continue
-            if kind == "hbm-allocation-failure":
-                self.diag(dg.hbm(self.step, context + [line], tp))
-            elif kind == "port-in-use":
-                self.diag(dg.make(kind, self.step, [line], host=self.prof.server.host, port=self.prof.server.port))
-            else:
-                self.diag(dg.make(kind, self.step, context + [line]))
-            emitted = True
         root = self.watcher.root_cause()
-        if not emitted:
-            if any(k == "engine-failed" for k, _, _ in sigs):
-                self.diag(dg.make("engine-failed", self.step, [root] if root else self.watcher.last_lines(5)))
-            else:
-                self.diag(dg.make("server-exited", self.step, [f"exit code {rc}"] + self.watcher.last_lines(8)))
+        s = self.prof.server
+        for d in dg.from_log_signatures(self.step, self.watcher.error_signatures(), root,
+                                        self.watcher.last_lines(8), rc, s.tensor_parallel_size, s.host, s.port):
+            self.diag(d)
         detail = f"root cause: {root}" if root else f"exit code {rc}"
         self.facts.add("startup", f"server exited with code {rc}", "fail", detail,
                        f"see {self.step}.serve.log in the run directory")
