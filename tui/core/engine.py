@@ -103,7 +103,13 @@ class Engine:
 
             self._hub = start_hub(host="127.0.0.1", port=0)
             self.ctx.ph.sim_hub = self._hub.url
-            self.ctx.environ["HF_ENDPOINT"] = self._hub.url
+            env = self.ctx.environ
+            env["HF_ENDPOINT"] = self._hub.url
+            # Stand-in configs must never land in the operator's real Hugging Face cache (a fake
+            # refs/main there would mislead a later real run), and no token goes to the stand-in hub.
+            env["HF_HOME"] = str(Path(self.ctx.ph.cache_dir) / "sim-hf-home")
+            for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
+                env.pop(var, None)
             self._emit(Notice("", "info", f"simulated backend: loopback hub and dataset mirror at {self._hub.url}"))
 
     def _stop_simulation(self) -> None:
