@@ -177,3 +177,10 @@ def test_no_server_survives_the_app(tmp_path, sig):
                 pass
         if app.stderr:
             app.stderr.close()
+
+
+def test_missing_vllm_executable_is_a_readable_failure(tmp_path):
+    prof = demo_variant(tmp_path, "novllm", server__command=["no-such-vllm-binary"])
+    r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--steps", "baseline", "--run-dir", str(tmp_path / "r"))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "'no-such-vllm-binary' not found on PATH" in r.stderr

@@ -14,9 +14,8 @@ The same code drives the real vLLM on a trn2 and the simulator: it only sees a p
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -29,24 +28,14 @@ import psutil
 
 from .rundir import redact
 
-_PR_SET_PDEATHSIG = 1
+_PKG_ROOT = str(Path(__file__).resolve().parents[2])
 
 
-def _libc() -> ctypes.CDLL | None:
+def _wrapped(argv: list[str]) -> list[str]:
+    """argv run through tui.core.pdeathsig (PR_SET_PDEATHSIG, then exec), without a preexec_fn."""
     if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    except OSError:
-        return None
-
-
-_LIBC = _libc()
-
-
-def _child_setup() -> None:  # runs in the child between fork and exec
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        return list(argv)
+    return [sys.executable, "-m", "tui.core.pdeathsig", *argv]
 
 
 def _group_pids(pgid: int) -> list[int]:
@@ -118,7 +107,7 @@ def start_watchdog(app_pid: int, pgid: int) -> subprocess.Popen[bytes] | None:
             [sys.executable, "-m", "tui.core.watchdog", str(app_pid), str(pgid)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, close_fds=True,
-            cwd=str(Path(__file__).resolve().parents[2]),
+            cwd=_PKG_ROOT,
         )
     except OSError:
         return None
@@ -147,14 +136,19 @@ class ManagedProcess:
         self.tail_max = 400
 
     async def start(self) -> None:
+        """Spawn the child. Raises FileNotFoundError when argv[0] is not an executable on the child's PATH."""
+        exe = self.argv[0]
+        if shutil.which(exe, path=self.env.get("PATH", os.defpath)) is None:
+            raise FileNotFoundError(f"{exe!r} not found on PATH" if os.sep not in exe else f"{exe!r} is not executable")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "a", encoding="utf-8", errors="replace", buffering=1 << 16)
         self._log.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%S')} $ {redact(' '.join(self.argv))}\n")
         self.started_at = time.time()
+        # The wrapper runs in this interpreter (so it imports like the app does) and execs argv unchanged,
+        # environment included.
         self.proc = await asyncio.create_subprocess_exec(
-            *self.argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            *_wrapped(self.argv), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, env=self.env, cwd=self.cwd, start_new_session=True,
-            preexec_fn=_child_setup,
         )
         self.pgid = self.proc.pid  # new session: pgid == pid
         self.watchdog = start_watchdog(os.getpid(), self.pgid)
