@@ -439,26 +439,20 @@ def load_profile_text(text: str, source: str = "<memory>", name: str | None = No
 # ---------------------------------------------------------------------------------------------
 
 
-def _bundled_dir() -> Path | None:
-    # Source checkout: <repo>/profiles next to the tui package.
-    here = Path(__file__).resolve().parents[2] / "profiles"
-    if here.is_dir() and any(here.glob("*.toml")):
-        return here
-    try:
-        res = resources.files("specdec_profiles")
-        p = Path(str(res))
-        if p.is_dir():
-            return p
-    except (ModuleNotFoundError, TypeError):
-        pass
-    return None
-
-
 def bundled_profiles() -> dict[str, Path]:
-    d = _bundled_dir()
-    if d is None:
-        return {}
-    return {p.stem: p for p in sorted(d.glob("*.toml"))}
+    """Bundled profiles by name: the installed `specdec_profiles` package (wheel or editable install), else the
+    `profiles/` directory of a source checkout."""
+    found: dict[str, Path] = {}
+    try:
+        for entry in resources.files("specdec_profiles").iterdir():
+            if entry.name.endswith(".toml"):
+                found[entry.name[: -len(".toml")]] = Path(str(entry))
+    except (ModuleNotFoundError, TypeError, OSError):
+        pass
+    if not found:
+        here = Path(__file__).resolve().parents[2] / "profiles"
+        found = {p.stem: p for p in here.glob("*.toml")} if here.is_dir() else {}
+    return dict(sorted(found.items()))
 
 
 def resolve_profile_path(name_or_path: str) -> Path:

@@ -1,0 +1,1 @@
+"""Bundled specdec-tui profiles (TOML), installed as the `specdec_profiles` package."""
