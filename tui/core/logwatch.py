@@ -50,7 +50,10 @@ class ServeLogWatcher:
             rec = self.pipe.phase_record(e.prev_phase)
             detail = ""
             if rec is not None and rec.reported_s is not None:
-                detail = f"log reports {rec.reported_s:.1f}s"
+                if e.prev_phase == "engine":
+                    detail = f"vLLM: init engine took {rec.reported_s:.1f}s in all"
+                else:
+                    detail = f"log reports {rec.reported_s:.1f}s"
             if e.prev_phase == "compile":
                 hits, misses = self.pipe.cache_hit_count, self.pipe.cache_miss_count
                 detail = (detail + "; " if detail else "") + f"cache {hits} hit(s), {misses} miss(es)"
