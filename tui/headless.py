@@ -9,7 +9,17 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
-from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
 from rich.table import Table
 
 from .core import events as ev
@@ -29,6 +39,25 @@ class HeadlessRenderer:
         self.step_rows: list[tuple[str, str, float, str]] = []
         self.diagnoses: list[ev.Diagnosis] = []
         self._last_bench_print = 0.0
+        self.phase_spinner: Progress | None = None
+
+    # -- the current startup phase: a spinner with its elapsed time (TTY), a start line otherwise ----------
+    def _phase_started(self, e: ev.Phase) -> None:
+        self._phase_stop()
+        if e.phase == "ready":
+            return
+        if not self.console.is_terminal:
+            self.console.print(f"  [dim]… {escape(e.phase)} started[/]")
+            return
+        self.phase_spinner = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                                      console=self.console, transient=True)
+        self.phase_spinner.add_task(f"{e.phase} …", total=None)
+        self.phase_spinner.start()
+
+    def _phase_stop(self) -> None:
+        if self.phase_spinner is not None:
+            self.phase_spinner.stop()
+            self.phase_spinner = None
 
     # -- progress bars ---------------------------------------------------------------------------
     def _progress(self, unit: str) -> Progress:
@@ -94,7 +123,10 @@ class HeadlessRenderer:
             if e.remedy and e.status in ("warn", "fail"):
                 c.print(f"      [dim]fix:[/] {escape(e.remedy)}", soft_wrap=True)
         elif isinstance(e, ev.Phase):
-            if e.status == "finished":
+            if e.status == "started":
+                self._phase_started(e)
+            else:
+                self._phase_stop()
                 c.print(f"  [cyan]▸[/] {escape(e.phase):<10} {e.elapsed_s:8.1f}s  [dim]{escape(e.detail)}[/]")
         elif isinstance(e, ev.CompileCache):
             if self.verbose:
@@ -115,6 +147,7 @@ class HeadlessRenderer:
             if self.verbose:
                 c.print(f"  [dim]wrote {escape(e.name)}: {escape(e.path)}[/]")
         elif isinstance(e, ev.StepFinished):
+            self._phase_stop()
             self.step_rows.append((e.step, e.status, e.seconds, e.summary))
             style = _STATUS_STYLE.get(e.status, "white")
             c.print(f"  [{style}]{e.status}[/] in {e.seconds:.1f}s — {escape(e.summary)}", soft_wrap=True)
