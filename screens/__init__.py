@@ -1,1 +1,2 @@
-"""Textual screens, one per wizard step (filled in by the TUI issue)."""
+"""Textual panes, one per wizard step (profile, environment, checkpoints, dataset, launch, results),
+plus the modal screens (quit confirmation, help, save-as, commands)."""

@@ -1,0 +1,237 @@
+"""Step 5 — Launch, used for the baseline and the EAGLE3 server.
+
+Top to bottom: the phase timeline (each phase's elapsed time, the current one animated, compile-cache
+hits), host CPU and RAM gauges, the exact command (c shows it in full and copies it), the smoke-test
+result, the benchmark progress (n/30 requests, tok/s so far, ETA), problems (diagnosis panels and
+failed checks), and the live log (collapsed ×N or raw, follow/pause, filter).
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from tui.core import events as ev
+from tui.widgets.common import FACT_ICONS
+from tui.widgets.diagnosis import DiagnosisPanel
+from tui.widgets.gauges import HostGauges
+from tui.widgets.log_view import LogPanel, LogView
+from tui.widgets.phases import PhaseTimeline
+from tui.widgets.progress import ProgressLine
+
+from .base import StepPane
+
+RESULT_FACTS = ("requests", "output throughput", "median TPOT / TTFT", "acceptance")
+
+
+class LaunchPane(StepPane):
+    DEFAULT_CSS = """
+    LaunchPane > .launch-line { height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    LaunchPane > #problems { height: auto; max-height: 45%; display: none; }
+    LaunchPane > #problems.-shown { display: block; }
+    LaunchPane > #problems > .problem-facts { height: auto; }
+    """
+
+    def __init__(self, step: str, title: str, max_log_lines: int = 10_000) -> None:
+        super().__init__(step, title)
+        self.max_log_lines = max_log_lines
+        self.command_text = ""
+        self.command_argv: list[str] = []
+        self.bench_command_text = ""
+        self.smoke: ev.Fact | None = None
+        self.lossless: ev.Fact | None = None
+        self.result_facts: dict[str, ev.Fact] = {}
+        self.failed_facts: list[ev.Fact] = []
+        self.diagnoses: list[ev.Diagnosis] = []
+        self.req: ev.Progress | None = None
+        self.tok: ev.Progress | None = None
+        self.attempt = 0
+
+    def compose_body(self) -> ComposeResult:
+        yield PhaseTimeline(id=f"{self.step}-phases")
+        yield HostGauges(id=f"{self.step}-gauges")
+        yield Static("", classes="launch-line launch-command", markup=False)
+        yield Static("", classes="launch-line launch-smoke", markup=False)
+        yield ProgressLine("Bench", id=f"{self.step}-bench", bar_width=12)
+        with VerticalScroll(id="problems"):
+            yield Static("", classes="problem-facts", markup=False)
+        yield LogPanel(self.max_log_lines, id=f"{self.step}-log")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self._draw_command()
+        self._draw_smoke()
+        self._draw_bench()
+
+    # -- accessors ----------------------------------------------------------------------------------------
+    @property
+    def log_panel(self) -> LogPanel:
+        return self.query_one(LogPanel)
+
+    @property
+    def log_view(self) -> LogView:
+        return self.query_one(LogView)
+
+    @property
+    def timeline(self) -> PhaseTimeline:
+        return self.query_one(PhaseTimeline)
+
+    # -- events ---------------------------------------------------------------------------------------------
+    def reset(self) -> None:
+        self.attempt += 1
+        self.smoke = self.lossless = None
+        self.result_facts.clear()
+        self.failed_facts.clear()
+        self.diagnoses.clear()
+        self.req = self.tok = None
+        self.timeline.reset()
+        self.query_one(".launch-smoke").display = True
+        self.query_one(ProgressLine).display = True
+        problems = self.query_one("#problems")
+        for panel in list(problems.query(DiagnosisPanel)):
+            panel.remove()
+        self._draw_problems()
+        self._draw_smoke()
+        self._draw_bench()
+        if self.attempt > 1:
+            self.log_view.add_notice("info", f"attempt {self.attempt}")
+
+    def handle(self, event: ev.Event) -> None:
+        if isinstance(event, ev.Phase):
+            self.timeline.phase(event.phase, event.status, event.elapsed_s, event.detail)
+        elif isinstance(event, ev.CompileCache):
+            self.timeline.cache(event.hit)
+        elif isinstance(event, ev.Data):
+            if event.kind == "command" and isinstance(event.payload, dict):
+                self.command_text = str(event.payload.get("text", ""))
+                self.command_argv = list(event.payload.get("argv", []))
+                self._draw_command()
+            elif event.kind == "bench_command" and isinstance(event.payload, dict):
+                self.bench_command_text = str(event.payload.get("text", ""))
+        elif isinstance(event, ev.Fact):
+            self._fact(event)
+        elif isinstance(event, ev.Diagnosis):
+            self.diagnoses.append(event)
+            problems = self.query_one("#problems", VerticalScroll)
+            problems.mount(DiagnosisPanel(event, max_evidence=4))
+            self._draw_problems()
+        elif isinstance(event, ev.Notice):
+            self.log_view.add_notice(event.level, event.text)
+        elif isinstance(event, ev.StepFinished):
+            self.timeline.end()
+            self._draw_bench()
+            # A launch that failed before the smoke test: hide the lines that never ran, keep the problems.
+            never = event.status not in ("passed", "warned") and self.smoke is None
+            self.query_one(".launch-smoke").display = not never
+            self.query_one(ProgressLine).display = not never
+
+    def _fact(self, f: ev.Fact) -> None:
+        if f.name == "smoke test":
+            self.smoke = f
+            self._draw_smoke()
+        elif f.name == "lossless check":
+            self.lossless = f
+            self._draw_smoke()
+        elif f.name in RESULT_FACTS:
+            self.result_facts[f.name] = f
+            self._draw_bench()
+        elif f.name == "startup" and f.status == "pass":
+            self.set_hint("")
+            self.summary = f.value
+            self.refresh_title()
+        if f.status == "fail" and f.name != "smoke test":
+            self.failed_facts.append(f)
+            self._draw_problems()
+
+    def progress(self, event: ev.Progress) -> None:
+        if event.task == "tokens":
+            self.tok = event
+        else:
+            self.req = event
+        self._draw_bench()
+
+    # -- drawing ---------------------------------------------------------------------------------------------
+    def _draw_command(self) -> None:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append("Cmd    ", style="bold")
+        if self.command_text:
+            t.append("[c] ", style="dim")
+            words = [w for w in self.command_text.split() if w != "\\"]
+            while words and "=" in words[0] and not words[0].startswith("-"):
+                words.pop(0)  # env assignments: shown in full with c
+            if words and words[0].startswith("/"):
+                words[0] = "…/" + words[0].rsplit("/", 1)[-1]  # an absolute interpreter path: in full with c
+            t.append("$ " + " ".join(words))
+        else:
+            t.append("vllm serve … (shown when the server starts)", style="dim")
+        self.query_one(".launch-command", Static).update(t)
+
+    def _draw_smoke(self) -> None:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append("Smoke  ", style="bold")
+        if self.smoke is None:
+            t.append("after the server is ready: one greedy completion", style="dim")
+        else:
+            f = self.smoke
+            t.append(FACT_ICONS.get(f.status, "?"), style="bold green" if f.status == "pass" else "bold red")
+            t.append(f" {f.value}")
+            if f.detail:
+                t.append(f" — {f.detail}", style="dim")
+            if self.lossless is not None:
+                lf = self.lossless
+                t.append(f"   {FACT_ICONS.get(lf.status, '?')} {lf.value}",
+                         style="" if lf.status == "pass" else "bold yellow")
+        self.query_one(".launch-smoke", Static).update(t)
+
+    def _draw_bench(self) -> None:
+        line = self.query_one(ProgressLine)
+        rf = self.result_facts
+        if "output throughput" in rf or "requests" in rf:
+            parts = []
+            if "requests" in rf:
+                parts.append(f"{FACT_ICONS.get(rf['requests'].status, '?')} {rf['requests'].value}")
+            if "output throughput" in rf:
+                parts.append(rf["output throughput"].value)
+            if "median TPOT / TTFT" in rf:
+                parts.append("TPOT/TTFT " + rf["median TPOT / TTFT"].value)
+            if "acceptance" in rf:
+                parts.append("acceptance " + rf["acceptance"].value)
+            line.set_text(" · ".join(parts), dim=False)
+            return
+        if self.req is None:
+            line.set_text("after the smoke test: vllm bench serve")
+            return
+        r = self.req
+        extra = []
+        if self.tok is not None and self.tok.rate:
+            extra.append(f"{self.tok.rate:.1f} tok/s")
+        eta = r.eta_s if not r.done else None
+        text_extra = " · ".join(extra)
+        line.set(r.completed, r.total, "req", None, eta, extra=text_extra)
+
+    def _draw_problems(self) -> None:
+        box = self.query_one("#problems", VerticalScroll)
+        t = Text()
+        for i, f in enumerate(self.failed_facts):
+            if i:
+                t.append("\n")
+            t.append(f"✗ {f.name}: ", style="bold red")
+            t.append(f.value)
+            if f.detail:
+                t.append(f" — {f.detail}", style="dim")
+            if f.remedy:
+                t.append(f"\n  fix: {f.remedy}", style="italic")
+        facts = self.query_one(".problem-facts", Static)
+        facts.update(t)
+        facts.display = bool(self.failed_facts)
+        box.set_class(bool(self.failed_facts or self.diagnoses), "-shown")
+
+    def full_commands(self) -> str:
+        out = []
+        if self.command_text:
+            out.append(f"# {self.title}: vllm serve\n{self.command_text}")
+        if self.bench_command_text:
+            out.append(f"# benchmark\n{self.bench_command_text}")
+        return "\n\n".join(out)

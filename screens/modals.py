@@ -1,0 +1,200 @@
+"""Modal screens: quit confirmation, help, "Save as profile…" and the exact commands."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static, TextArea
+
+MODAL_CSS = """
+{name} {{ align: center middle; background: $background 60%; }}
+{name} > Vertical {{ width: 72; max-width: 100%; height: auto; max-height: 90%; border: thick $primary;
+                     background: $surface; padding: 0 1; }}
+{name} .modal-title {{ text-style: bold; height: 1; }}
+{name} .modal-buttons {{ height: auto; margin: 1 0 0 0; align-horizontal: right; }}
+{name} .modal-buttons Button {{ margin: 0 0 0 2; }}
+"""
+
+
+class QuitScreen(ModalScreen[bool]):
+    """Asks before quitting while a step (a server) is running. Returns True to stop it and quit."""
+
+    DEFAULT_CSS = MODAL_CSS.format(name="QuitScreen")
+    BINDINGS = [
+        Binding("y", "confirm", "Stop and quit", id="quit-confirm"),
+        Binding("n,escape", "cancel", "Keep running", id="quit-cancel"),
+    ]
+
+    def __init__(self, what: str) -> None:
+        super().__init__()
+        self.what = what
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Quit specdec-tui?", classes="modal-title", markup=False)
+            yield Static(f"{self.what}\nQuitting stops it (SIGINT, then SIGTERM, then SIGKILL) and writes the "
+                         "report of what has run so far.", markup=False)
+            with Horizontal(classes="modal-buttons"):
+                yield Button("Keep running (n)", id="cancel", variant="primary", compact=True)
+                yield Button("Stop and quit (y)", id="confirm", variant="error", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "confirm")
+
+    def action_confirm(self) -> None:
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+HELP_TEXT = """\
+specdec-tui walks through the tutorial "Deploy EAGLE3 speculative decoding with vLLM Neuron":
+check the instance, look up both checkpoints, fetch the dataset, launch and benchmark the
+baseline server, then the EAGLE3 server, and compare them.
+
+Keys
+  n          Next: run the current step (on Profile: accept the profile)
+  a          Run all: run the remaining steps unattended (stops at a failure)
+  r          Retry the failed step
+  s          Stop the server of the running step
+  e          Export: write report.md / report.json / summary.csv
+  l          Focus the log      f   follow / pause the log
+  v          Log: rank-collapsed (×N) or raw     /   filter the log
+  c          Show and copy the exact commands
+  w          Save the profile as a TOML file (replays with --headless)
+  ↑ ↓        Move in the step list; tab / shift+tab move between widgets
+  ctrl+p     Command palette     ?   this help     ctrl+q   quit
+
+Everything the app does is in the run directory: state.json, profile.toml, each
+server's log (*.serve.log) and command (*.command.sh), the benchmark JSON files and
+the report. `specdec-tui --profile <run dir>/profile.toml --headless` replays a run.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    DEFAULT_CSS = MODAL_CSS.format(name="HelpScreen") + """
+    HelpScreen > Vertical { width: 96; height: 90%; }
+    HelpScreen VerticalScroll { height: 1fr; }
+    """
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close", id="help-close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Help", classes="modal-title", markup=False)
+            with VerticalScroll():
+                yield Static(HELP_TEXT, markup=False)
+            with Horizontal(classes="modal-buttons"):
+                yield Button("Close (esc)", id="close", variant="primary", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one(VerticalScroll).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class SaveProfileScreen(ModalScreen["str | None"]):
+    """Asks for a path; returns it, or None when cancelled."""
+
+    DEFAULT_CSS = MODAL_CSS.format(name="SaveProfileScreen") + """
+    SaveProfileScreen Input { margin: 1 0 0 0; }
+    SaveProfileScreen #save-error { color: $text-error; height: auto; }
+    """
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="save-cancel")]
+
+    def __init__(self, default_path: str, note: str = "") -> None:
+        super().__init__()
+        self.default_path = default_path
+        self.note = note
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Save as profile…", classes="modal-title", markup=False)
+            yield Label("A TOML file that `specdec-tui --profile FILE --headless` replays exactly.")
+            if self.note:
+                yield Static(self.note, markup=False)
+            yield Input(value=self.default_path, id="save-path")
+            yield Static("", id="save-error", markup=False)
+            with Horizontal(classes="modal-buttons"):
+                yield Button("Cancel (esc)", id="cancel", compact=True)
+                yield Button("Save (⏎)", id="save", variant="primary", compact=True)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self._save()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "save":
+            self._save()
+        else:
+            self.dismiss(None)
+
+    def _save(self) -> None:
+        path = self.query_one(Input).value.strip()
+        if not path:
+            self.query_one("#save-error", Static).update("Enter a file path.")
+            return
+        self.dismiss(path)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class CommandScreen(ModalScreen[None]):
+    """The exact commands of a launch step, selectable, with copy keys (OSC 52 clipboard)."""
+
+    DEFAULT_CSS = MODAL_CSS.format(name="CommandScreen") + """
+    CommandScreen > Vertical { width: 100; height: 90%; }
+    CommandScreen TextArea { height: 1fr; }
+    """
+    BINDINGS = [
+        Binding("escape", "close", "Close", id="command-close"),
+        Binding("c", "copy('serve')", "Copy serve command", id="command-copy-serve"),
+        Binding("b", "copy('bench')", "Copy bench command", id="command-copy-bench"),
+    ]
+
+    def __init__(self, title: str, serve: str, bench: str, script_path: str = "") -> None:
+        super().__init__()
+        self.title_text = title
+        self.serve = serve
+        self.bench = bench
+        self.script_path = script_path
+
+    def compose(self) -> ComposeResult:
+        text = self.serve or "(the server has not been launched yet)"
+        if self.bench:
+            text += "\n\n" + self.bench
+        with Vertical():
+            yield Static(f"Exact commands — {self.title_text}", classes="modal-title", markup=False)
+            yield TextArea(text, read_only=True, soft_wrap=True, show_line_numbers=False, id="command-text")
+            hint = Text("c copies the serve command, b the bench command (terminal clipboard, OSC 52); "
+                        "select text with the mouse or shift+arrows.", style="dim")
+            if self.script_path:
+                hint.append(f"\nAlso saved as {self.script_path}", style="dim")
+            yield Static(hint)
+            with Horizontal(classes="modal-buttons"):
+                yield Button("Close (esc)", id="close", variant="primary", compact=True)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None)
+
+    def action_copy(self, which: str) -> None:
+        text = self.serve if which == "serve" else self.bench
+        if not text:
+            self.notify(f"no {which} command yet", severity="warning")
+            return
+        self.app.copy_to_clipboard(text)
+        self.notify(f"{which} command copied to the clipboard")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,294 @@
+"""Step 1 — Profile: choose a bundled profile or a TOML file, edit the key knobs with inline validation
+(the TOML loader's own validator), and save the result as a profile that `--headless` replays exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.message import Message
+from textual.widgets import Button, Input, Label, Select, Static
+
+from tui.core import events as ev
+from tui.core.profile import Profile, ProfileError, bundled_profiles, load_profile, validate_value
+
+from .base import StepPane
+
+# (section, key, label, input type)
+KNOBS: tuple[tuple[str, str, str, str], ...] = (
+    ("server", "host", "Host", "text"),
+    ("server", "port", "Port", "integer"),
+    ("server", "tensor_parallel_size", "Tensor parallel (TP)", "integer"),
+    ("speculative", "num_speculative_tokens", "Speculative tokens", "integer"),
+    ("benchmark", "num_prompts", "Prompts", "integer"),
+    ("benchmark", "input_len", "Input length", "integer"),
+    ("benchmark", "output_len", "Output length", "integer"),
+)
+
+
+def knob_id(section: str, key: str) -> str:
+    return f"knob-{section}-{key}".replace("_", "-")
+
+
+def short_error(exc: Exception) -> str:
+    """'profile <memory>: server.port = 0 is not valid; ...' → 'server.port = 0 is not valid; ...'."""
+    msg = str(exc)
+    if msg.startswith("profile ") and ": " in msg:
+        msg = msg.split(": ", 1)[1]
+    return msg
+
+
+class ProfileForm(VerticalScroll, can_focus=False):
+    """The form scrolls with the focused field; it takes no focus itself (Tab goes field to field)."""
+
+
+class ProfilePane(StepPane):
+    DEFAULT_CSS = """
+    ProfilePane > ProfileForm { height: 1fr; }
+    ProfilePane .row { height: 1; margin: 0 0 0 0; }
+    ProfilePane .row > Label { width: 21; height: 1; }
+    ProfilePane .row > Select { width: 1fr; }
+    ProfilePane .row > Input { width: 1fr; max-width: 36; height: 1; }
+    ProfilePane .row > .mark { width: 2; height: 1; margin: 0 0 0 1; }
+    ProfilePane .row.-invalid > Label { text-style: bold; color: $text-error; }
+    ProfilePane #profile-about { height: auto; margin: 0 0 1 0; padding: 0 0 0 0; }
+    ProfilePane #profile-errors { height: auto; color: $text-error; }
+    ProfilePane #profile-errors.-ok { color: $text-success; }
+    ProfilePane #profile-buttons { height: 1; margin: 0; }
+    ProfilePane #profile-buttons Button { margin: 0 2 0 0; }
+    ProfilePane #profile-rundir { height: auto; color: $text-muted; }
+    ProfilePane .section-label { height: 1; text-style: bold; margin: 1 0 0 0; }
+    """
+
+    STATE_WORDS = {"pending": "not accepted yet", "passed": "accepted"}
+
+    class Changed(Message):
+        """The edited profile changed (valid or not)."""
+
+        def __init__(self, profile: Profile | None, valid: bool) -> None:
+            super().__init__()
+            self.profile = profile
+            self.valid = valid
+
+    def __init__(self, profile: Profile | None, run_dir: str = "") -> None:
+        super().__init__("profile", "Profile")
+        self.base: Profile | None = profile
+        self.edited: Profile | None = profile
+        self.errors: dict[str, str] = {}
+        self.cross_error = ""
+        self.locked = False
+        self.run_dir = run_dir
+        self._filling = False
+
+    def compose_body(self) -> ComposeResult:
+        names = list(bundled_profiles())
+        current = self.base.name if self.base is not None and self.base.name in names else Select.NULL
+        with ProfileForm():
+            with Horizontal(classes="row"):
+                yield Label("Bundled profile")
+                yield Select([(n, n) for n in names], prompt="choose…", value=current, id="profile-select",
+                             compact=True)
+            with Horizontal(classes="row"):
+                yield Label("…or a TOML file")
+                yield Input(placeholder="path/to/profile.toml ⏎", id="profile-file", compact=True)
+            yield Static("", id="profile-about", markup=False)
+            for section, key, label, kind in KNOBS:
+                with Horizontal(classes="row", id=knob_id(section, key) + "-row"):
+                    yield Label(label)
+                    yield Input(id=knob_id(section, key), type="integer" if kind == "integer" else "text",
+                                compact=True, select_on_focus=False)
+                    yield Static("", classes="mark", markup=False)
+            yield Static("", id="profile-errors", markup=False)
+            with Horizontal(id="profile-buttons"):
+                yield Button("Save as profile… (w)", id="save-profile", compact=True)
+            yield Static("", id="profile-rundir", markup=False)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        if not self.locked:
+            self.set_hint("edit, then press n to start (a runs everything)")
+            self._fill(self.base)
+        self._draw_rundir()
+
+    # -- filling and validating ----------------------------------------------------------------------------
+    def set_run_dir(self, run_dir: str) -> None:
+        self.run_dir = run_dir
+        self._draw_rundir()
+
+    def _draw_rundir(self) -> None:
+        self.query_one("#profile-rundir", Static).update(f"Run directory: {self.run_dir}" if self.run_dir else "")
+
+    def load(self, profile: Profile) -> None:
+        self.base = profile
+        self._fill(profile)
+
+    def _fill(self, profile: Profile | None) -> None:
+        self._filling = True
+        try:
+            for section, key, _label, _kind in KNOBS:
+                inp = self.query_one("#" + knob_id(section, key), Input)
+                inp.value = "" if profile is None else str(profile.data[section][key])
+                inp.cursor_position = len(inp.value)
+        finally:
+            self._filling = False
+        about = Text()
+        if profile is None:
+            about.append("Choose a bundled profile (demo runs everything on a simulator) or load a TOML file.",
+                         style="dim")
+        else:
+            about.append(profile.name, style="bold")
+            if profile.simulated:
+                about.append(" ")
+                about.append("SIMULATED", style="bold reverse")
+            if profile.source != profile.name:
+                about.append(f"  {profile.source}", style="dim")
+            desc = profile.data.get("description", "")
+            if desc:
+                about.append(f"\n{desc}", style="dim")
+            about.append(f"\n{profile.models.target} → {profile.draft_model}")
+        self.query_one("#profile-about", Static).update(about)
+        self.validate_all()
+
+    def _values(self) -> tuple[dict[str, Any], dict[str, str]]:
+        values: dict[str, Any] = {}
+        errors: dict[str, str] = {}
+        for section, key, label, kind in KNOBS:
+            dotted = f"{section}.{key}"
+            raw = self.query_one("#" + knob_id(section, key), Input).value.strip()
+            value: Any = raw
+            if kind == "integer":
+                try:
+                    value = int(raw)
+                except ValueError:
+                    errors[dotted] = f"{dotted}: enter an integer"
+                    continue
+            try:
+                values[dotted] = validate_value(section, key, value)
+            except ProfileError as exc:
+                errors[dotted] = short_error(exc)
+        return values, errors
+
+    def validate_all(self) -> bool:
+        if self.base is None:
+            self.errors, self.cross_error, self.edited = {}, "", None
+            self._draw_errors()
+            return False
+        values, errors = self._values()
+        self.errors = errors
+        self.cross_error = ""
+        if not errors:
+            changed = {k: v for k, v in values.items()
+                       if self.base.data[k.split(".")[0]][k.split(".")[1]] != v}
+            try:
+                self.edited = self.base.with_values(changed) if changed else self.base
+            except ProfileError as exc:
+                self.cross_error = short_error(exc)
+                self.edited = None
+        else:
+            self.edited = None
+        self._draw_errors()
+        valid = self.edited is not None
+        self.post_message(self.Changed(self.edited, valid))
+        return valid
+
+    def edits(self) -> dict[str, Any]:
+        """The knob values that differ from the loaded profile (dotted keys)."""
+        if self.base is None:
+            return {}
+        values, _ = self._values()
+        return {k: v for k, v in values.items() if self.base.data[k.split(".")[0]][k.split(".")[1]] != v}
+
+    def _draw_errors(self) -> None:
+        for section, key, _label, _kind in KNOBS:
+            dotted = f"{section}.{key}"
+            bad = dotted in self.errors
+            row = self.query_one("#" + knob_id(section, key) + "-row")
+            row.set_class(bad, "-invalid")
+            row.query_one(".mark", Static).update("✗" if bad else ("✓" if self.base is not None else ""))
+        box = self.query_one("#profile-errors", Static)
+        msgs = list(self.errors.values()) + ([self.cross_error] if self.cross_error else [])
+        if msgs:
+            box.update("\n".join(f"✗ {m}" for m in msgs))
+            box.set_class(False, "-ok")
+        elif self.base is not None:
+            n = len(self.edits())
+            box.update("✓ valid" + (f" ({n} edited value{'s' if n != 1 else ''})" if n else ""))
+            box.set_class(True, "-ok")
+        else:
+            box.update("")
+
+    def current_profile(self) -> Profile:
+        """The edited, validated profile; raises ProfileError naming what is wrong."""
+        if self.base is None:
+            raise ProfileError("no profile chosen: pick a bundled profile or load a TOML file")
+        if not self.validate_all():
+            msgs = list(self.errors.values()) + ([self.cross_error] if self.cross_error else [])
+            raise ProfileError("; ".join(msgs))
+        assert self.edited is not None
+        return self.edited
+
+    def lock_profile(self) -> None:
+        """The run has started: the profile can no longer change."""
+        self.locked = True
+        for w in self.query("Input, Select"):
+            w.disabled = True
+        self.set_hint("locked: the run has started (save it with w)")
+
+    # -- user input --------------------------------------------------------------------------------------------
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id and event.input.id.startswith("knob-") and not self._filling:
+            event.stop()
+            self.validate_all()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if event.input.id == "profile-file":
+            path = event.value.strip()
+            if not path:
+                return
+            try:
+                prof = load_profile(path)
+            except ProfileError as exc:
+                self.query_one("#profile-errors", Static).update(f"✗ {exc}")
+                self.query_one("#profile-errors", Static).set_class(False, "-ok")
+                return
+            self.load(prof)
+        else:
+            self.screen.focus_next()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        event.stop()
+        if event.value is Select.NULL or self.locked:
+            return
+        if self.base is not None and self.base.name == event.value and self.base.source == event.value:
+            return
+        try:
+            prof = load_profile(str(event.value))
+        except ProfileError as exc:
+            self.query_one("#profile-errors", Static).update(f"✗ {exc}")
+            return
+        self.load(prof)
+        if event.select.has_focus:
+            self.app.action_focus_steps()  # type: ignore[attr-defined]  # so n / a act at once
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "save-profile":
+            event.stop()
+            self.app.action_save_profile()  # type: ignore[attr-defined]
+
+    def handle(self, event: ev.Event) -> None:
+        pass
+
+
+def save_profile(profile: Profile, path: Path) -> Profile:
+    """Write `profile` as TOML at `path` (its name becomes the file's stem) and return the reloaded one."""
+    path = Path(path).expanduser()
+    if path.suffix != ".toml":
+        path = path.with_suffix(".toml")
+    named = profile.with_values({"name": path.stem}) if profile.raw.get("name") != path.stem else profile
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(named.to_toml(), encoding="utf-8")
+    return load_profile(str(path))

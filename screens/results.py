@@ -1,0 +1,191 @@
+"""Step 6 — Results: the speedup headline, the side-by-side table, the acceptance panel, a chart of
+throughput and TPOT, the diagnostics as panels (one per diagnosis, coloured by severity, with evidence
+and remedy), the tutorial's comparison snippet and the exported files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Digits, Static
+
+from tui.core import events as ev
+from tui.widgets.charts import AcceptanceBars, CompareChart
+from tui.widgets.common import FACT_ICONS, fmt_num
+from tui.widgets.diagnosis import DiagnosisPanel
+
+from .base import StepPane
+
+_SEV_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def export_paths(report_json: str | Path) -> dict[str, Path]:
+    d = Path(report_json).parent
+    return {"report.md": d / "report.md", "report.json": d / "report.json", "summary.csv": d / "summary.csv"}
+
+
+class ResultsPane(StepPane):
+    DEFAULT_CSS = """
+    ResultsPane #results-scroll { height: 1fr; }
+    ResultsPane .section { height: auto; border: round $primary 50%; padding: 0 1; margin: 0 0 0 0; }
+    ResultsPane .hidden { display: none; }
+    ResultsPane #headline { height: auto; }
+    ResultsPane #headline Digits { width: auto; margin: 0 1 0 0; }
+    ResultsPane #headline-text { width: 1fr; height: auto; }
+    ResultsPane #results-placeholder { height: auto; color: $text-muted; padding: 1 0; }
+    ResultsPane #diagnostics { height: auto; border: none; padding: 0; }
+    ResultsPane #diagnostics-title { height: 1; text-style: bold; }
+    ResultsPane #results-checks { height: auto; }
+    """
+
+    def __init__(self, num_spec: int | None = None) -> None:
+        super().__init__("results", "Results")
+        self.num_spec = num_spec
+        self.payload: dict[str, Any] | None = None
+        self.diagnoses: list[ev.Diagnosis] = []
+        self.checks: list[ev.Fact] = []
+        self.snippet = ""
+        self.exports: dict[str, Path] = {}
+        self.speedup: float | None = None
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll(id="results-scroll"):
+            yield Static("Press n (or a) to run the steps; the comparison of the baseline and EAGLE3 "
+                         "benchmarks appears here.", id="results-placeholder", markup=False)
+            with Horizontal(id="headline", classes="hidden"):
+                yield Digits("", id="speedup-digits")
+                yield Static("", id="headline-text", markup=False)
+            yield Static("", id="results-checks", classes="hidden", markup=False)
+            yield Static("", id="comparison", classes="section hidden", markup=False)
+            yield AcceptanceBars(id="acceptance", classes="section hidden")
+            yield CompareChart(id="chart", classes="section hidden")
+            with Vertical(id="diagnostics", classes="hidden"):
+                yield Static("", id="diagnostics-title", markup=False)
+            yield Static("", id="snippet", classes="section hidden", markup=False)
+            yield Static("", id="exports", classes="section hidden", markup=False)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#acceptance").border_title = "Acceptance (EAGLE3)"
+        self.query_one("#chart").border_title = "Throughput and TPOT"
+        self.query_one("#comparison").border_title = "Baseline vs EAGLE3"
+        self.query_one("#snippet").border_title = "Tutorial comparison (comparison.txt)"
+        self.query_one("#exports").border_title = "Export"
+
+    def _show(self, selector: str, shown: bool = True) -> None:
+        self.query_one(selector).set_class(not shown, "hidden")
+
+    # -- events ------------------------------------------------------------------------------------------
+    def reset(self) -> None:
+        self.checks.clear()
+        self._draw_checks()
+
+    def handle(self, event: ev.Event) -> None:
+        if isinstance(event, ev.Data):
+            if event.kind == "comparison_table" and isinstance(event.payload, dict):
+                self.set_comparison(event.payload)
+            elif event.kind == "snippet":
+                self.snippet = str(event.payload)
+                self.query_one("#snippet", Static).update(self.snippet)
+                self._show("#snippet")
+        elif isinstance(event, ev.Diagnosis):
+            self.add_diagnosis(event)
+        elif isinstance(event, ev.Fact):
+            self.checks.append(event)
+            self._draw_checks()
+        elif isinstance(event, ev.RunFinished) and event.report_path:
+            self.set_exports(export_paths(event.report_path), final=True)
+
+    def set_comparison(self, payload: dict[str, Any]) -> None:
+        self.payload = payload
+        self._show("#results-placeholder", False)
+        comp = payload.get("comparison") or {}
+        runs = payload.get("runs") or {}
+        b, e = runs.get("baseline") or {}, runs.get("eagle3") or {}
+        sp = comp.get("output_throughput_speedup")
+        self.speedup = sp
+        self.query_one("#speedup-digits", Digits).update(f"{sp:.2f}x" if isinstance(sp, (int, float)) else "-")
+        t = Text()
+        if isinstance(sp, (int, float)):
+            t.append("EAGLE3 output throughput speedup\n", style="bold")
+            t.append(f"{fmt_num(b.get('output_throughput'))} → {fmt_num(e.get('output_throughput'))} tok/s")
+            t.append(f"\nmedian TPOT {fmt_num(b.get('median_tpot_ms'))} → {fmt_num(e.get('median_tpot_ms'))} ms",
+                     style="dim")
+        else:
+            t.append("speedup unavailable", style="bold")
+        self.query_one("#headline-text", Static).update(t)
+        self._show("#headline")
+
+        table = Table(box=box.SIMPLE_HEAD, expand=True, show_edge=False, pad_edge=False)
+        table.add_column("Metric", ratio=1, no_wrap=True, overflow="ellipsis")
+        table.add_column("Baseline", justify="right", min_width=8, no_wrap=True)
+        table.add_column("EAGLE3", justify="right", min_width=8, no_wrap=True)
+        for label, bv, xv in payload.get("rows") or []:
+            table.add_row(str(label), str(bv), str(xv))
+        cmp_static = self.query_one("#comparison", Static)
+        notes = payload.get("notes") or []
+        if notes:
+            from rich.console import Group
+
+            cmp_static.update(Group(table, Text("\n".join(notes), style="dim italic")))
+        else:
+            cmp_static.update(table)
+        self._show("#comparison")
+
+        acc = self.query_one(AcceptanceBars)
+        acc.set_values(e.get("acceptance_rate"), e.get("acceptance_length"), e.get("per_position_acceptance"),
+                       self.num_spec, e.get("acceptance_source"))
+        self._show("#acceptance")
+        self.query_one(CompareChart).set_runs(runs)
+        self._show("#chart")
+
+    def add_diagnosis(self, diag: ev.Diagnosis) -> None:
+        if any(d.id == diag.id and d.step == diag.step for d in self.diagnoses):
+            return
+        self.diagnoses.append(diag)
+        box_ = self.query_one("#diagnostics", Vertical)
+        panels = list(box_.query(DiagnosisPanel))
+        # Keep the panels ordered by severity (errors first), then by arrival.
+        before = next((p for p in panels if _SEV_ORDER.get(p.diag.severity, 3) > _SEV_ORDER.get(diag.severity, 3)),
+                      None)
+        panel = DiagnosisPanel(diag)
+        if before is not None:
+            box_.mount(panel, before=before)
+        else:
+            box_.mount(panel)
+        n = len(self.diagnoses)
+        errs = sum(1 for d in self.diagnoses if d.severity == "error")
+        self.query_one("#diagnostics-title", Static).update(
+            f"Diagnostics: {n} issue{'s' if n != 1 else ''}" + (f", {errs} error{'s' if errs != 1 else ''}" if errs else ""))
+        self._show("#diagnostics")
+
+    def _draw_checks(self) -> None:
+        # The passing checks repeat the headline; show only what needs attention.
+        shown = [f for f in self.checks if f.status in ("fail", "warn")]
+        t = Text()
+        for i, f in enumerate(shown):
+            if i:
+                t.append("\n")
+            t.append(f"{FACT_ICONS.get(f.status, '?')} {f.name}: ", style="bold")
+            t.append(f.value)
+            if f.detail:
+                t.append(f" — {f.detail}", style="dim")
+            if f.status in ("fail", "warn") and f.remedy:
+                t.append(f"\n  fix: {f.remedy}", style="italic")
+        self.query_one("#results-checks", Static).update(t)
+        self._show("#results-checks", bool(shown))
+
+    def set_exports(self, paths: dict[str, Path], final: bool) -> None:
+        self.exports = dict(paths)
+        t = Text()
+        t.append("Report written" if final else "Interim report written (the run is still open)", style="bold")
+        for name, p in paths.items():
+            t.append(f"\n{name:<12} ", style="bold")
+            t.append(str(p))
+        self.query_one("#exports", Static).update(t)
+        self._show("#exports")

@@ -1,0 +1,297 @@
+"""The Textual front end end to end: Pilot drives the real engine and the simulator (demo profile).
+
+Every test runs a fast variant of the demo (time_scale 0.05, 4 prompts, a free port, caches under
+tmp_path) and leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tui.app import SpecdecApp
+from tui.core import events as ev
+from tui.core.profile import load_profile
+
+REPO = Path(__file__).resolve().parents[1]
+STEP_TIMEOUT_S = 120  # a safety net for a hung step, not a performance assertion
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    """HOME, XDG caches and the simulator's compile cache inside tmp_path."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def fast_profile_file(tmp: Path, **extra) -> Path:
+    """The demo, fast, written to a TOML file (the TUI and the headless runner load the same file)."""
+    values = {"simulation.time_scale": 0.05, "benchmark.num_prompts": 4, "server.port": free_port(),
+              "server.env": {"VLLM_CACHE_ROOT": str(tmp / "vllm-cache")}}
+    values.update(extra)
+    prof = load_profile("demo").with_values(values)
+    path = tmp / "fast-demo.toml"
+    path.write_text(prof.to_toml())
+    return path
+
+
+def children() -> list[psutil.Process]:
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.Error:
+            continue
+    return out
+
+
+@asynccontextmanager
+async def running(app: SpecdecApp, messages: list | None = None):
+    """app.run_test at 80×24; whatever happens, the run's processes are gone afterwards."""
+    try:
+        async with app.run_test(size=(80, 24), message_hook=messages.append if messages is not None else None) as pilot:
+            yield pilot
+    finally:
+        if app.engine is not None and not app.closed:
+            app.engine.cleanup_sync()
+
+
+async def wait(awaitable, pilot) -> None:
+    await asyncio.wait_for(awaitable, STEP_TIMEOUT_S)
+    await pilot.pause()
+
+
+def text_of(widget) -> str:
+    c = widget.content
+    return c.plain if hasattr(c, "plain") else str(c)
+
+
+def normalized(report: dict) -> dict:
+    """report.json without what legitimately differs between two runs: timestamps, the run directory,
+    durations and the latency/throughput numbers the simulator measures on the wall clock."""
+    r = json.loads(json.dumps(report))
+    r.pop("generated")
+    r.pop("run_dir")
+    for st in r["steps"]:
+        st.pop("seconds")
+        st["summary"] = re.sub(r"\d+\.\d+x", "<x>", st["summary"])
+    stable = {"completed", "failed", "num_prompts", "acceptance_rate", "acceptance_length", "per_position_acceptance",
+              "acceptance_source"}
+    for run in r["runs"].values():
+        for k in list(run):
+            if k not in stable:
+                run[k] = type(run[k]).__name__
+    r["comparison"] = {k: type(v).__name__ for k, v in r["comparison"].items()}
+    for d in r["diagnostics"]:
+        d["evidence"] = len(d["evidence"])
+    return r
+
+
+async def test_keyboard_walkthrough_from_profile_to_results_matches_the_headless_report(isolated):
+    tmp = isolated
+    prof_path = fast_profile_file(tmp)
+    app = SpecdecApp(load_profile(str(prof_path)), tmp / "tui-run")
+    messages: list = []
+    async with running(app, messages) as pilot:
+        assert app.current_pane_id == "profile"
+        await pilot.press("n")  # accept the profile: the run opens, Environment is next
+        await pilot.pause()
+        assert app.engine is not None and app.cursor == "env"
+        for sid in ev.STEP_IDS:
+            assert app.cursor == sid
+            await pilot.press("n")
+            await wait(app.step_done.wait(), pilot)
+            assert app.status[sid] in ("passed", "warned"), (sid, app.status[sid])
+        await wait(app.run_finished.wait(), pilot)
+        # The screen: the results pane with the speedup headline, the table and the export paths.
+        assert app.current_pane_id == "results"
+        res = app.query_one("#pane-results")
+        assert res.speedup is not None and res.speedup > 1.0
+        assert "EAGLE3 output throughput speedup" in text_of(app.query_one("#headline-text"))
+        assert res.payload is not None and res.payload["rows"][0][0] == "Output throughput (tok/s)"
+        assert set(res.exports) == {"report.md", "report.json", "summary.csv"}
+        assert all(p.is_file() for p in res.exports.values())
+        # The launch panes: phases, the rank-collapsed log and the smoke test.
+        base = app.query_one("#pane-baseline")
+        assert [p["name"] for p in base.timeline.phases][-1] == "ready"
+        assert any(line.endswith("×16") for line in base.log_view.lines)
+        assert base.smoke is not None and base.smoke.status == "pass"
+        assert "tok/s" in text_of(app.query_one("#eagle3-bench"))
+        # The engine's events, as the app received them.
+        finished = [e for e in app.events if isinstance(e, ev.StepFinished)]
+        assert [e.step for e in finished] == list(ev.STEP_IDS)
+        assert any(isinstance(e, ev.Data) and e.kind == "comparison_table" for e in app.events)
+        engine_msgs = [m for m in messages if type(m).__name__ == "EngineEvent"]
+        assert any(isinstance(m.event, ev.RunFinished) and m.event.exit_code == 0 for m in engine_msgs)
+        await pilot.press("ctrl+q")
+        await asyncio.wait_for(app.shutdown_done.wait(), STEP_TIMEOUT_S)
+    assert app.return_value == 0
+    assert children() == []
+
+    # The headless runner on the same profile file writes the same report (apart from timings).
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-m", "tui", "--profile", str(prof_path), "--headless", "--run-dir",
+                          str(tmp / "headless-run")], capture_output=True, text=True, env=env, cwd=tmp, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    tui_report = json.loads((tmp / "tui-run" / "report.json").read_text())
+    headless_report = json.loads((tmp / "headless-run" / "report.json").read_text())
+    assert normalized(tui_report) == normalized(headless_report)
+    assert children() == []
+
+
+async def test_tp8_fault_demo_shows_the_hbm_diagnosis_panel(isolated):
+    tmp = isolated
+    prof_path = fast_profile_file(tmp, **{"server.tensor_parallel_size": 8})
+    app = SpecdecApp(load_profile(str(prof_path)), tmp / "run")
+    async with running(app) as pilot:
+        await pilot.press("a")  # accept the profile and run everything unattended
+        await pilot.pause()
+        await wait(app.step_done.wait(), pilot)
+        assert app.status["baseline"] == "failed" and app.failed_step == "baseline"
+        assert app.current_pane_id == "baseline"
+        panels = app.query_one("#pane-baseline").query("DiagnosisPanel")
+        assert [p.diag.id for p in panels] == ["hbm-allocation-failure"]
+        panel = panels.first()
+        assert panel.has_class("-error") and panel.region.height > 0  # on screen at 80×24
+        assert "tensor-parallel-size 8" in panel.diag.remedy
+        assert any("allocate" in line.lower() for line in panel.diag.evidence)
+        results = app.query_one("#pane-results")
+        assert [d.id for d in results.diagnoses] == ["hbm-allocation-failure"]
+        assert app.status["eagle3"] == "pending"  # run all stopped at the failure
+        # Retry reruns the failed step (and fails the same way at TP8).
+        await pilot.press("r")
+        await pilot.pause()
+        await wait(app.step_done.wait(), pilot)
+        assert app.status["baseline"] == "failed"
+        assert any("attempt 2" in line for line in app.query_one("#pane-baseline").log_view.lines)
+        assert children() == []
+        # Export writes an interim report while the run is still open.
+        await pilot.press("e")
+        await pilot.pause()
+        assert app.current_pane_id == "results"
+        exports = app.query_one("#pane-results").exports
+        assert exports["report.json"].is_file() and "Interim" in text_of(app.query_one("#exports"))
+        await pilot.press("ctrl+q")
+        await asyncio.wait_for(app.shutdown_done.wait(), STEP_TIMEOUT_S)
+    assert app.return_value == 1
+    report = json.loads((tmp / "run" / "report.json").read_text())
+    assert [s["status"] for s in report["steps"]][3:] == ["failed", "skipped", "skipped"]
+    assert report["diagnostics"][0]["id"] == "hbm-allocation-failure"
+    assert children() == []
+
+
+async def test_quitting_mid_launch_asks_then_stops_the_server_and_leaves_no_process(isolated):
+    tmp = isolated
+    prof_path = fast_profile_file(tmp, **{"simulation.time_scale": 0.5})  # a slow launch: quit during it
+    prof = load_profile(str(prof_path))
+    app = SpecdecApp(prof, tmp / "run")
+    launched = asyncio.Event()
+    sink = app.sink
+
+    def spy(e: ev.Event) -> None:
+        sink(e)
+        if isinstance(e, ev.Phase) and e.step == "baseline" and e.phase == "weights" and e.status == "started":
+            launched.set()
+
+    app.sink = spy  # type: ignore[method-assign]
+    async with running(app) as pilot:
+        await pilot.press("a")
+        await wait(launched.wait(), pilot)
+        server_pids = [p.pid for p in children()]
+        assert server_pids, "the simulated server should be running"
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "QuitScreen"
+        await pilot.press("n")  # keep running
+        await pilot.pause()
+        assert type(app.screen).__name__ != "QuitScreen" and app.busy == "baseline"
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        await pilot.press("y")  # stop and quit: the server is stopped, the report written, then the app exits
+        await asyncio.wait_for(app.shutdown_done.wait(), STEP_TIMEOUT_S)
+    assert app.return_value == 130
+    assert children() == []
+    assert all(not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+               for pid in server_pids)
+    assert port_free(prof.server.port)
+    report = json.loads((tmp / "run" / "report.json").read_text())
+    assert report["exit_code"] == 130
+    assert {s["id"]: s["status"] for s in report["steps"]}["baseline"] == "interrupted"
+
+
+async def test_stop_server_interrupts_the_launch_and_retry_is_offered(isolated):
+    tmp = isolated
+    prof_path = fast_profile_file(tmp, **{"simulation.time_scale": 0.5})
+    app = SpecdecApp(load_profile(str(prof_path)), tmp / "run")
+    launched = asyncio.Event()
+    sink = app.sink
+
+    def spy(e: ev.Event) -> None:
+        sink(e)
+        if isinstance(e, ev.Phase) and e.step == "baseline" and e.phase == "weights" and e.status == "started":
+            launched.set()
+
+    app.sink = spy  # type: ignore[method-assign]
+    async with running(app) as pilot:
+        await pilot.press("a")
+        await wait(launched.wait(), pilot)
+        assert app.check_action("stop_server", ()) is True
+        await pilot.press("s")
+        await wait(app.step_done.wait(), pilot)
+        assert app.status["baseline"] == "interrupted" and app.failed_step == "baseline"
+        assert app.check_action("retry", ()) is True
+        assert children() == []
+        await pilot.press("ctrl+q")  # nothing runs: no question asked
+        await asyncio.wait_for(app.shutdown_done.wait(), STEP_TIMEOUT_S)
+    assert app.return_value == 130
+    assert children() == []
+
+
+async def test_a_steps_subset_runs_only_those_steps(isolated):
+    tmp = isolated
+    prof_path = fast_profile_file(tmp)
+    app = SpecdecApp(load_profile(str(prof_path)), tmp / "run", steps=["env"])
+    async with running(app) as pilot:
+        assert app.status["baseline"] == "excluded"
+        await pilot.press("a")
+        await pilot.pause()
+        await wait(app.run_finished.wait(), pilot)
+        assert app.status["env"] in ("passed", "warned") and app.closed and app.exit_code == 0
+        assert app.check_action("next", ()) is False
+        await pilot.press("ctrl+q")
+        await asyncio.wait_for(app.shutdown_done.wait(), STEP_TIMEOUT_S)
+    assert app.return_value == 0
+    report = json.loads((tmp / "run" / "report.json").read_text())
+    assert [s["id"] for s in report["steps"]] == ["env"]
+    assert children() == []

@@ -1,0 +1,674 @@
+"""The Textual front end: `specdec-tui` with a terminal attached.
+
+One main screen: a header (profile, target → draft, SIMULATED badge), the step list on the left, the
+current step's pane on the right (a ContentSwitcher holding one pane per step from `screens/`), and a
+footer with the bindings. The engine is the same one the headless runner drives; it runs in an async
+worker on the app's event loop (child processes get PR_SET_PDEATHSIG from the thread that creates
+them, so that thread must live as long as the app) and calls `SpecdecApp.sink` for every event.
+
+The sink is cheap: log lines go into per-step buffers flushed into the log widgets at most every
+~100 ms, Progress keeps only the latest value per task, and both are announced by coalescing
+messages; every other event becomes one `EngineEvent` message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from textual import on
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import ContentSwitcher, Footer, Input, Static
+from textual.worker import Worker, WorkerState
+
+from screens.base import StepPane
+from screens.checkpoints import CheckpointsPane
+from screens.dataset import DatasetPane
+from screens.environment import EnvironmentPane
+from screens.launch import LaunchPane
+from screens.modals import CommandScreen, HelpScreen, QuitScreen, SaveProfileScreen
+from screens.profile import ProfilePane, save_profile
+from screens.results import ResultsPane, export_paths
+
+from .core import events as ev
+from .core import report as report_mod
+from .core.engine import EXIT_FAILED, EXIT_INTERRUPTED, Engine
+from .core.profile import Profile, ProfileError
+from .messages import EngineEvent, LogsPending, ProgressPending, StepSelected
+from .widgets.common import env_frozen
+from .widgets.header import HeaderBar
+from .widgets.step_list import ALL_STEPS, TITLES, StepList
+
+LOG_FLUSH_S = 0.1
+LAUNCH_STEPS = ("baseline", "eagle3")
+OK = ("passed", "warned")
+
+
+class SpecdecApp(App[int]):
+    """specdec-tui's interactive front end. `run_app()` is the entry point the CLI calls."""
+
+    TITLE = "specdec-tui"
+    CSS_PATH = "app.tcss"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
+
+    BINDINGS = [
+        Binding("n", "next", "Next", id="next", tooltip="Run the current step (on Profile: accept the profile)"),
+        Binding("a", "run_all", "Run all", id="run-all", tooltip="Run the remaining steps unattended"),
+        Binding("r", "retry", "Retry", id="retry", tooltip="Run the failed step again"),
+        Binding("l", "focus_log", "Log", id="focus-log", tooltip="Focus the live server log"),
+        Binding("f", "follow", "Follow", id="follow", tooltip="Follow the end of the log, or pause it"),
+        Binding("v", "log_mode", "Raw/×N", id="log-mode", show=False,
+                tooltip="Show the log raw or rank-collapsed (×N)"),
+        Binding("slash", "log_filter", "Filter", key_display="/", id="log-filter", show=False,
+                tooltip="Filter the log"),
+        Binding("c", "show_command", "Cmd", id="show-command", tooltip="Show and copy the exact commands"),
+        Binding("s", "stop_server", "Stop server", id="stop-server", tooltip="Stop the running server"),
+        Binding("e", "export", "Export", id="export", tooltip="Write report.md / report.json / summary.csv"),
+        Binding("w", "save_profile", "Save as…", id="save-profile", tooltip="Save the profile as a TOML file"),
+        Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Keys and how the app works"),
+        Binding("escape", "focus_steps", "Steps", show=False, id="focus-steps"),
+        Binding("ctrl+q", "quit", "Quit", id="quit", priority=True, tooltip="Quit (asks while a server is running)"),
+    ]
+
+    def __init__(self, profile: Profile | None = None, run_dir: str | Path | None = None,
+                 steps: list[str] | None = None, *, frozen: bool | None = None, handle_signals: bool = False,
+                 max_log_lines: int = 10_000):
+        super().__init__()
+        self.frozen = env_frozen() if frozen is None else frozen
+        self.profile = profile
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.requested_steps = list(steps) if steps else list(ev.STEP_IDS)
+        self.handle_signals = handle_signals
+        self.max_log_lines = max_log_lines
+        self.engine: Engine | None = None
+        self.status: dict[str, str] = {s: "pending" for s in ALL_STEPS}
+        for sid in ev.STEP_IDS:
+            if sid not in self.requested_steps:
+                self.status[sid] = "excluded"
+        self.busy: str | None = None  # the step running now
+        self.closed = False
+        self.exit_code: int | None = None
+        self.events: list[ev.Event] = []  # every low-rate event, in order (tests, debugging)
+        self.run_finished = asyncio.Event()
+        self.step_done = asyncio.Event()
+        self.shutdown_done = asyncio.Event()  # set just before the app exits after ctrl+q
+        self._step_worker: Any = None
+        self._worker_done: asyncio.Event | None = None
+        self._quitting = False
+        self._run_started_at = 0.0
+        # Sink buffers.
+        self._raw_buf: dict[str, list[str]] = {}
+        self._clean_buf: dict[str, list[tuple[int, str, bool, int]]] = {}
+        self._ranks_buf: dict[str, dict[int, int]] = {}
+        self._logs_posted = False
+        self._last_flush = 0.0
+        self._flush_timer: Any = None
+        self._progress: dict[tuple[str, str], ev.Progress] = {}
+        self._progress_posted = False
+        self.log_lines_in = 0
+
+    # -- layout ----------------------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        p = self.profile
+        yield HeaderBar(id="header")
+        with Horizontal(id="main"):
+            with Vertical(id="sidebar"):
+                yield StepList(id="steps")
+                yield Static("", id="next-hint", markup=False)
+                yield Static("", id="run-info", markup=False)
+            with ContentSwitcher(id="panes", initial="pane-profile"):
+                yield ProfilePane(p, str(self.run_dir or ""))
+                yield EnvironmentPane()
+                yield CheckpointsPane(p.models.target if p else "", p.draft_model if p else "")
+                yield DatasetPane(p.data["dataset"]["url"] if p else "")
+                yield LaunchPane("baseline", ev.STEP_TITLES["baseline"], self.max_log_lines)
+                yield LaunchPane("eagle3", ev.STEP_TITLES["eagle3"], self.max_log_lines)
+                yield ResultsPane(p.data["speculative"]["num_speculative_tokens"] if p else None)
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        if self.frozen:
+            self.animation_level = "none"
+            for inp in self.query(Input):
+                inp.cursor_blink = False
+        steps = self.query_one(StepList)
+        for sid, st in self.status.items():
+            if st != "pending":
+                steps.set_status(sid, st)
+        if self.profile is None:
+            self.query_one("#profile-select").focus()  # nothing to run before a profile is chosen
+        else:
+            steps.focus()
+        self._update_header()
+        self._update_hint()
+        if self.handle_signals:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                try:
+                    loop.add_signal_handler(sig, self._on_signal)
+                except (NotImplementedError, RuntimeError, ValueError):
+                    pass
+
+    def _on_signal(self) -> None:
+        if not self._quitting:
+            self.call_later(self._start_shutdown)
+
+    # -- helpers -----------------------------------------------------------------------------------------------
+    def pane(self, step: str) -> StepPane:
+        return self.query_one(f"#pane-{step}", StepPane)
+
+    @property
+    def current_pane_id(self) -> str:
+        return (self.query_one(ContentSwitcher).current or "pane-profile").removeprefix("pane-")
+
+    def show_step(self, step: str, move_cursor: bool = True) -> None:
+        self.query_one(ContentSwitcher).current = f"pane-{step}"
+        if move_cursor:
+            sl = self.query_one(StepList)
+            idx = ALL_STEPS.index(step)
+            if sl.highlighted != idx:
+                sl.highlighted = idx
+        self.refresh_bindings()
+
+    def set_step_status(self, step: str, status: str, seconds: float | None = None, summary: str = "") -> None:
+        self.status[step] = status
+        self.query_one(StepList).set_status(step, status, seconds)
+        self.pane(step).set_state(status, seconds, summary)
+        self._update_hint()
+        self.refresh_bindings()
+
+    @property
+    def cursor(self) -> str | None:
+        """The step `n` runs next: Profile until the run starts, then the first requested step not yet passed."""
+        if self.status["profile"] != "passed":
+            return "profile"
+        if self.closed:
+            return None
+        for sid in ev.STEP_IDS:
+            if sid in self.requested_steps and self.status[sid] not in OK + ("skipped",):
+                return sid
+        return None
+
+    @property
+    def failed_step(self) -> str | None:
+        c = self.cursor
+        if c and c != "profile" and self.status.get(c) in ("failed", "interrupted", "unavailable"):
+            return c
+        return None
+
+    def _update_header(self) -> None:
+        p = self.profile
+        if self.engine is not None and self.engine.profile is not None:
+            p = self.engine.profile
+        state = ""
+        if self.closed:
+            state = f"finished (exit {self.exit_code})"
+        elif self.busy:
+            state = f"running {TITLES[self.busy]}"
+        self.query_one(HeaderBar).set_profile(p.name if p else None, p.models.target if p else None,
+                                              p.draft_model if p else None, bool(p and p.simulated), state)
+
+    def _update_hint(self) -> None:
+        hint = self.query_one("#next-hint", Static)
+        c = self.cursor
+        if self.closed:
+            text = "Run finished.\ne export · ctrl+q quit"
+        elif self.busy:
+            text = f"Running {TITLES[self.busy]}…\ns stop · ctrl+q quit"
+        elif c == "profile":
+            text = "n accept the profile\na run everything"
+        elif c is None:
+            text = "All steps done."
+        elif self.failed_step:
+            text = f"{TITLES[c]} {self.status[c]}.\nr retry · e export"
+        else:
+            text = f"n run {TITLES[c]}\na run all the rest"
+        hint.update(text)
+        info = self.query_one("#run-info", Static)
+        info.update(f"Run dir:\n{self.run_dir}" if self.run_dir is not None and self.engine is not None else "")
+
+    # -- the sink (called synchronously by the engine, on this loop) ---------------------------------------
+    def sink(self, e: ev.Event) -> None:
+        t = type(e)
+        if t is ev.LogLine:
+            self._raw_buf.setdefault(e.step, []).append(e.text)  # type: ignore[attr-defined]
+            self.log_lines_in += 1
+            self._logs_pending()
+        elif t is ev.CleanLog:
+            self._clean_buf.setdefault(e.step, []).append(
+                (e.line_id, e.text, e.is_error, e.ranks))  # type: ignore[attr-defined]
+            self._logs_pending()
+        elif t is ev.LogRanks:
+            self._ranks_buf.setdefault(e.step, {})[e.line_id] = e.ranks  # type: ignore[attr-defined]
+            self._logs_pending()
+        elif t is ev.Progress:
+            self._progress[(e.step, e.task)] = e  # type: ignore[attr-defined]
+            if not self._progress_posted:
+                self._progress_posted = True
+                self.post_message(ProgressPending())
+        else:
+            self.events.append(e)
+            self.post_message(EngineEvent(e))
+
+    def _logs_pending(self) -> None:
+        if not self._logs_posted:
+            self._logs_posted = True
+            self.post_message(LogsPending())
+
+    def on_logs_pending(self, _msg: LogsPending) -> None:
+        if self._flush_timer is not None:
+            return
+        wait = LOG_FLUSH_S - (time.monotonic() - self._last_flush)
+        if wait > 0.005:
+            self._flush_timer = self.set_timer(wait, self._timer_flush)
+        else:
+            self.flush_logs()
+
+    def _timer_flush(self) -> None:
+        self._flush_timer = None
+        self.flush_logs()
+
+    def flush_logs(self) -> None:
+        """Move buffered log lines into the log widgets (batched)."""
+        self._logs_posted = False
+        self._last_flush = time.monotonic()
+        raw, clean, ranks = self._raw_buf, self._clean_buf, self._ranks_buf
+        self._raw_buf, self._clean_buf, self._ranks_buf = {}, {}, {}
+        cap = self.max_log_lines
+        for step in set(raw) | set(clean) | set(ranks):
+            if step not in LAUNCH_STEPS:
+                continue
+            lv = self.query_one(f"#pane-{step}", LaunchPane).log_view
+            if step in raw:
+                lines = raw[step]
+                lv.total_raw += max(0, len(lines) - cap)  # a burst beyond the cap: only the newest are kept
+                lv.add_raw(lines[-cap:])
+            if step in clean:
+                items = clean[step]
+                lv.total_clean += max(0, len(items) - cap)
+                lv.add_clean(items[-cap:])
+            if step in ranks:
+                lv.set_ranks(ranks[step])
+
+    def on_progress_pending(self, _msg: ProgressPending) -> None:
+        self._progress_posted = False
+        latest, self._progress = self._progress, {}
+        for (step, _task), p in latest.items():
+            if step in ev.STEP_IDS:
+                self.pane(step).progress(p)
+
+    # -- engine events -----------------------------------------------------------------------------------------
+    def on_engine_event(self, msg: EngineEvent) -> None:
+        e = msg.event
+        step = e.step
+        if isinstance(e, ev.RunStarted):
+            self._update_header()
+            self._update_hint()
+            return
+        if isinstance(e, ev.StepStarted):
+            if step in self.status:
+                self.pane(step).reset()
+                self.set_step_status(step, "running")
+                if self.busy == step and not self._quitting:
+                    self.show_step(step)
+            return
+        if isinstance(e, ev.StepFinished):
+            if step in self.status:
+                self.pane(step).handle(e)
+                self.set_step_status(step, e.status, e.seconds, e.summary)
+            self._update_header()
+            return
+        if isinstance(e, ev.RunFinished):
+            self.closed = True
+            self.exit_code = e.exit_code
+            self.run_finished.set()
+            self.query_one(ResultsPane).handle(e)
+            self._update_header()
+            self._update_hint()
+            self.refresh_bindings()
+            return
+        if isinstance(e, ev.Diagnosis):
+            self.query_one(ResultsPane).add_diagnosis(e)
+            if step in LAUNCH_STEPS:
+                self.pane(step).handle(e)
+            return
+        if isinstance(e, ev.Notice) and not step:
+            if e.level != "info":
+                self.notify(e.text, severity="warning" if e.level == "warning" else "error")
+            return
+        if step in ev.STEP_IDS:
+            self.pane(step).handle(e)
+
+    # -- step list -------------------------------------------------------------------------------------------
+    def on_step_selected(self, msg: StepSelected) -> None:
+        if msg.step in ALL_STEPS:
+            self.show_step(msg.step, move_cursor=False)
+
+    @on(ProfilePane.Changed)
+    def _profile_changed(self, msg: ProfilePane.Changed) -> None:
+        if self.engine is None and msg.profile is not None:
+            self.profile = msg.profile
+            self._update_header()
+            self.query_one(CheckpointsPane).set_models(msg.profile.models.target, msg.profile.draft_model)
+            self.query_one(DatasetPane).set_url(msg.profile.data["dataset"]["url"])
+            self.query_one(ResultsPane).num_spec = msg.profile.data["speculative"]["num_speculative_tokens"]
+
+    # -- bindings ------------------------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        pane = self.current_pane_id if self._composed_ok() else "profile"
+        launch_visible = pane in LAUNCH_STEPS
+        if self.screen is not self.screen_stack[0] and action not in ("quit", "help", "command_palette"):
+            return False  # a modal is open: only its own keys
+        if action in ("next", "run_all"):
+            return not (self.closed or self.cursor is None or self.busy)
+        if action == "retry":
+            return bool(not self.busy and self.failed_step)
+        if action in ("focus_log", "follow", "log_mode", "log_filter", "show_command"):
+            return launch_visible
+        if action == "stop_server":
+            return self.busy in LAUNCH_STEPS
+        if action == "export":
+            return self.engine is not None and not self.busy
+        if action == "save_profile":
+            return pane == "profile"
+        return True
+
+    def _composed_ok(self) -> bool:
+        try:
+            self.query_one(ContentSwitcher)
+            return True
+        except Exception:
+            return False
+
+    def action_focus_steps(self) -> None:
+        self.query_one(StepList).focus()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def _launch_pane(self) -> LaunchPane | None:
+        pid = self.current_pane_id
+        if pid in LAUNCH_STEPS:
+            return self.query_one(f"#pane-{pid}", LaunchPane)
+        return None
+
+    def action_focus_log(self) -> None:
+        lp = self._launch_pane()
+        if lp is not None:
+            lp.log_view.focus()
+
+    def action_follow(self) -> None:
+        lp = self._launch_pane()
+        if lp is not None:
+            lp.log_view.follow = not lp.log_view.follow
+
+    def action_log_mode(self) -> None:
+        lp = self._launch_pane()
+        if lp is not None:
+            lp.log_view.toggle_mode()
+
+    def action_log_filter(self) -> None:
+        lp = self._launch_pane()
+        if lp is not None:
+            lp.log_panel.action_focus_filter()
+
+    def action_show_command(self) -> None:
+        lp = self._launch_pane()
+        if lp is None:
+            return
+        script = str(self.run_dir / f"{lp.step}.command.sh") if self.run_dir and lp.command_text else ""
+        self.push_screen(CommandScreen(lp.title, lp.command_text, lp.bench_command_text, script))
+
+    def action_save_profile(self) -> None:
+        pane = self.query_one(ProfilePane)
+        try:
+            prof = self.engine.profile if self.engine is not None else pane.current_profile()
+        except ProfileError as exc:
+            self.notify(f"The profile is not valid: {exc}", severity="error", timeout=8)
+            return
+        default = f"{prof.name}-edited.toml" if pane.edits() and self.engine is None else f"{prof.name}.toml"
+
+        def done(path: str | None) -> None:
+            if not path:
+                return
+            try:
+                saved = save_profile(prof, Path(path))
+            except (OSError, ProfileError) as exc:
+                self.notify(f"Could not save {path}: {exc}", severity="error", timeout=8)
+                return
+            self.notify(f"Saved {saved.source}. Replay: specdec-tui --profile {saved.source} --headless",
+                        timeout=8)
+
+        self.push_screen(SaveProfileScreen(default), done)
+
+    # -- running steps ----------------------------------------------------------------------------------------------
+    def _ensure_engine(self) -> bool:
+        """Accept the edited profile and open the run (Profile step). False when the profile is invalid."""
+        if self.engine is not None:
+            return True
+        pane = self.query_one(ProfilePane)
+        try:
+            prof = pane.current_profile()
+        except ProfileError as exc:
+            self.notify(f"Fix the profile first: {exc}", severity="error", timeout=8)
+            self.show_step("profile")
+            return False
+        self.profile = prof
+        if self.run_dir is None:
+            from .core.rundir import default_run_dir
+
+            self.run_dir = default_run_dir(prof.name)
+        self.engine = Engine(prof, self.run_dir, self.sink, steps=self.requested_steps)
+        pane.lock_profile()
+        self.set_step_status("profile", "passed", 0.0, prof.name)
+        self.query_one(ResultsPane).num_spec = prof.data["speculative"]["num_speculative_tokens"]
+        self._run_started_at = time.monotonic()
+        return True
+
+    def action_next(self) -> None:
+        if self.busy or self._quitting:
+            return
+        if self.cursor == "profile":
+            if self._ensure_engine():
+                self._start_worker([], open_first=True, then_show=self.cursor)
+            return
+        c = self.cursor
+        if c is None:
+            return
+        self._start_worker([c])
+
+    def action_run_all(self) -> None:
+        if self.busy or self._quitting:
+            return
+        first = self.cursor == "profile"
+        if first and not self._ensure_engine():
+            return
+        todo = [s for s in ev.STEP_IDS if s in self.requested_steps and self.status[s] not in OK + ("skipped",)]
+        self._start_worker(todo, open_first=first, all_=True)
+
+    def action_retry(self) -> None:
+        if self.busy or self._quitting:
+            return
+        f = self.failed_step
+        if f:
+            self._start_worker([f])
+
+    def _start_worker(self, sids: list[str], open_first: bool = False, all_: bool = False,
+                      then_show: str | None = None) -> None:
+        self._worker_done = asyncio.Event()
+        self.step_done.clear()
+        self._step_worker = self.run_worker(self._run_steps(sids, open_first, all_, then_show, self._worker_done),
+                                            name="engine-steps", group="engine", exit_on_error=False,
+                                            description="Running specdec-tui steps")
+
+    async def _run_steps(self, sids: list[str], open_first: bool, all_: bool, then_show: str | None,
+                         done: asyncio.Event) -> None:
+        engine = self.engine
+        assert engine is not None
+        try:
+            if open_first:
+                await engine.open()
+                if then_show:
+                    self.show_step(then_show)
+            for sid in sids:
+                self.busy = sid
+                self._update_header()
+                self._update_hint()
+                self.refresh_bindings()
+                res = await engine.run_step(sid)
+                self.busy = None
+                self.status[sid] = res.status  # the StepFinished message updates the widgets
+                if res.status not in OK:
+                    break
+            self.busy = None
+            if self.cursor is None and not self.closed:
+                # Every requested step has passed: end the run (report, RunFinished) like the headless runner.
+                await engine.close(None)
+                self.show_step("results")
+        finally:
+            self.busy = None
+            done.set()
+            self.step_done.set()
+            self._update_header()
+            self._update_hint()
+            self.refresh_bindings()
+
+    async def _cancel_running(self) -> None:
+        """Interrupt the running step (its server is stopped by the step's own cleanup) and wait for it."""
+        if self._step_worker is not None and self.busy:
+            self._step_worker.cancel()
+        if self._worker_done is not None:
+            await self._worker_done.wait()
+        if self.engine is not None:
+            await self.engine.stop_children()
+
+    def action_stop_server(self) -> None:
+        if self.busy not in LAUNCH_STEPS:
+            self.notify("No server is running.")
+            return
+        self.notify(f"Stopping the {TITLES[self.busy]}…")
+        self.run_worker(self._cancel_running(), name="stop-server", group="control", exit_on_error=False)
+
+    def action_export(self) -> None:
+        if self.engine is None:
+            self.notify("Nothing has run yet.", severity="warning")
+            return
+        if self.busy:
+            self.notify("Wait for the running step to finish (or stop it with s).", severity="warning")
+            return
+        eng = self.engine
+        if self.closed:
+            paths = export_paths(eng.run.file("report.json"))
+            self.query_one(ResultsPane).set_exports(paths, final=True)
+        else:
+            code = EXIT_FAILED if any(r.status not in OK for r in eng.results.values()) else 0
+            rep = report_mod.build_report(eng.profile, eng.run, eng.results, eng.ctx, code)
+            path = report_mod.write_report(eng.run, rep)
+            paths = export_paths(path)
+            self.query_one(ResultsPane).set_exports(paths, final=False)
+        self.show_step("results")
+        self.notify("Wrote " + ", ".join(str(p) for p in paths.values()), timeout=8)
+
+    # -- quitting -------------------------------------------------------------------------------------------------
+    async def action_quit(self) -> None:
+        if self._quitting:
+            return
+        if self.busy:
+            what = (f"The {TITLES[self.busy]} is running (its server is up)." if self.busy in LAUNCH_STEPS
+                    else f"The {TITLES[self.busy]} step is running.")
+
+            def answer(yes: bool | None) -> None:
+                if yes:
+                    self._start_shutdown()
+
+            self.push_screen(QuitScreen(what), answer)
+            return
+        self._start_shutdown()
+
+    def _start_shutdown(self) -> None:
+        if self._quitting:
+            return
+        self._quitting = True
+        self.run_worker(self._quit_run(), name="shutdown", group="control", exit_on_error=False)
+
+    async def _quit_run(self) -> None:
+        try:
+            code = await self.finish_run()
+        finally:
+            self.shutdown_done.set()
+        self.exit(code)
+
+    async def finish_run(self) -> int:
+        """Stop what runs, end the run (report) if it is open, and return the exit code."""
+        if self.engine is None:
+            return EXIT_INTERRUPTED
+        was_busy = bool(self.busy)
+        await self._cancel_running()
+        if self.closed:
+            return self.exit_code if self.exit_code is not None else 0
+        eng = self.engine
+        failed = next((sid for sid in ev.STEP_IDS if sid in eng.results and eng.results[sid].status not in OK), None)
+        if failed is not None and not was_busy:
+            # Like the headless runner: the steps after a failed one are recorded as skipped.
+            for sid in ev.STEP_IDS:
+                if sid in self.requested_steps and sid not in eng.results:
+                    eng.skip_step(sid, f"skipped: step '{failed}' failed")
+            code = await eng.close(None)
+        elif all(sid in eng.results for sid in self.requested_steps):
+            code = await eng.close(None)
+        else:
+            code = await eng.close(EXIT_INTERRUPTED)
+        return code
+
+    # -- command palette -------------------------------------------------------------------------------------------
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield SystemCommand("Next step", "Run the current step (n)", self.action_next)
+        yield SystemCommand("Run all", "Run the remaining steps unattended (a)", self.action_run_all)
+        if self.failed_step:
+            yield SystemCommand("Retry", f"Run {TITLES[self.failed_step]} again (r)", self.action_retry)
+            yield SystemCommand("Skip step", f"Mark {TITLES[self.failed_step]} as skipped and move on",
+                                self.action_skip)
+        if self.busy in LAUNCH_STEPS:
+            yield SystemCommand("Stop server", "Stop the running server (s)", self.action_stop_server)
+        yield SystemCommand("Export report", "Write report.md / report.json / summary.csv (e)", self.action_export)
+        yield SystemCommand("Save profile as…", "Write the profile as TOML (w)", self.action_save_profile)
+        for sid in ALL_STEPS:
+            yield SystemCommand(f"Show {TITLES[sid]}", f"Show the {TITLES[sid]} pane",
+                                lambda sid=sid: self.show_step(sid))
+        yield SystemCommand("Help", "Keys and how the app works (?)", self.action_help)
+        yield from super().get_system_commands(screen)
+
+    def action_skip(self) -> None:
+        f = self.failed_step
+        if f and self.engine is not None and not self.busy:
+            self.engine.skip_step(f, "skipped by the operator")
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """One funnel for unexpected failures of the app's own workers (the engine reports step failures
+        as events; this catches bugs), so nothing fails silently."""
+        if event.state == WorkerState.ERROR:
+            err = event.worker.error
+            self.notify(f"{event.worker.name}: {type(err).__name__}: {err}", title="Internal error",
+                        severity="error", timeout=15)
+
+
+def run_app(profile: Profile | None, run_dir: str | Path | None, steps: list[str] | None = None) -> int:
+    """Run the interactive app; returns the engine's exit code (130 when the run was interrupted)."""
+    app = SpecdecApp(profile=profile, run_dir=run_dir, steps=steps, handle_signals=True)
+    try:
+        result = app.run()
+    finally:
+        if app.engine is not None and not app.closed:
+            app.engine.cleanup_sync()  # last resort: never leave a server behind
+    if result is None:
+        return app.exit_code if app.exit_code is not None else EXIT_INTERRUPTED
+    return int(result)
+
+
+__all__ = ["SpecdecApp", "run_app"]

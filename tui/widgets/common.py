@@ -1,0 +1,117 @@
+"""Small helpers shared by the widgets: freezing, formatting, icons, spinner frames, ANSI stripping."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+FREEZE_ENV = "SPECDEC_TUI_FREEZE"
+
+# Step and fact icons. Every state has a distinct glyph so the UI reads without colour (NO_COLOR).
+STEP_ICONS = {
+    "pending": "○",
+    "running": "▶",
+    "passed": "✓",
+    "warned": "!",
+    "failed": "✗",
+    "skipped": "–",
+    "unavailable": "–",
+    "interrupted": "■",
+    "excluded": "·",
+}
+FACT_ICONS = {"pass": "✓", "warn": "!", "fail": "✗", "info": "·"}
+SEVERITY_ICONS = {"error": "✗", "warning": "!", "info": "i"}
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+_CTRL_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def env_frozen() -> bool:
+    """SPECDEC_TUI_FREEZE=1: clocks, gauges and spinners stand still (snapshot tests, screenshots)."""
+    return os.environ.get(FREEZE_ENV, "") not in ("", "0")
+
+
+def is_frozen(node: Any) -> bool:
+    """Is the app that owns `node` frozen?"""
+    try:
+        app = node.app
+    except Exception:
+        return env_frozen()
+    return bool(getattr(app, "frozen", False)) or env_frozen()
+
+
+def animations_on(node: Any) -> bool:
+    if is_frozen(node):
+        return False
+    try:
+        return node.app.animation_level != "none"
+    except Exception:
+        return False
+
+
+def clean_text(text: str) -> str:
+    """One display line: ANSI removed, carriage-return progress collapsed, tabs expanded, controls dropped."""
+    if "\x1b" in text:
+        text = _ANSI_RE.sub("", text)
+    if "\r" in text:
+        parts = [p for p in text.split("\r") if p.strip()]
+        text = parts[-1] if parts else ""
+    if "\t" in text:
+        text = text.expandtabs(4)
+    if _CTRL_RE.search(text):
+        text = _CTRL_RE.sub("", text)
+    return text
+
+
+def fmt_secs(s: float | None) -> str:
+    """12.3s, 4m05s, 1h02m."""
+    if s is None:
+        return ""
+    if s < 0:
+        s = 0.0
+    if s < 60:
+        return f"{s:.1f}s"
+    m, sec = divmod(int(round(s)), 60)
+    if m < 60:
+        return f"{m}m{sec:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "?"
+    n = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000.0
+    return f"{n:.1f} TB"  # pragma: no cover
+
+
+def fmt_num(v: Any, nd: int = 2) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+def bar(fraction: float, width: int) -> str:
+    """A text bar with eighth blocks: fraction in [0, 1]."""
+    width = max(1, width)
+    fraction = 0.0 if fraction != fraction else max(0.0, min(1.0, fraction))
+    eighths = int(round(fraction * width * 8))
+    full, rem = divmod(eighths, 8)
+    s = "█" * full
+    if rem and full < width:
+        s += " ▏▎▍▌▋▊▉"[rem]
+    return s + " " * (width - len(s))
+
+
+def shorten(text: str, width: int) -> str:
+    if width <= 1:
+        return text[:width]
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,69 @@
+"""A one-line progress readout: bar, n/total, rate and ETA (bytes, requests or tokens)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from .common import bar, fmt_bytes, fmt_secs
+
+
+def describe(completed: float, total: float | None, unit: str, rate: float | None, eta: float | None,
+             extra: str = "") -> str:
+    if unit == "B":
+        s = fmt_bytes(completed) + (f" / {fmt_bytes(total)}" if total else "")
+        if rate:
+            s += f" · {fmt_bytes(rate)}/s"
+    else:
+        s = f"{completed:.0f}" + (f"/{total:.0f}" if total else "") + (f" {unit}" if unit else "")
+        if rate:
+            s += f" · {rate:.2f} {unit}/s" if unit else f" · {rate:.2f}/s"
+    if extra:
+        s += f" · {extra}"
+    if eta is not None and eta > 0:
+        s += f" · ETA {fmt_secs(eta)}"
+    return s
+
+
+class ProgressLine(Static):
+    DEFAULT_CSS = """
+    ProgressLine { height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    """
+
+    def __init__(self, label: str, *, id: str | None = None, bar_width: int = 14, idle_text: str = "—"):
+        super().__init__("", id=id, markup=False)
+        self.label = label
+        self.bar_width = bar_width
+        self.text = ""
+        self.fraction: float | None = None
+        self.idle_text = idle_text
+        self.idle_dim = True
+
+    def on_mount(self) -> None:
+        self._draw()
+
+    def set(self, completed: float, total: float | None, unit: str = "", rate: float | None = None,
+            eta: float | None = None, extra: str = "") -> None:
+        self.fraction = (completed / total) if total else None
+        self.text = describe(completed, total, unit, rate, eta, extra)
+        self._draw()
+
+    def set_text(self, text: str, dim: bool = True) -> None:
+        """No bar: just `text` (dim for an idle hint, plain for a final summary)."""
+        self.idle_text = text
+        self.idle_dim = dim
+        self.fraction = None
+        self.text = ""
+        self._draw()
+
+    def _draw(self) -> None:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append(f"{self.label:<7}", style="bold")
+        if not self.text:
+            t.append(self.idle_text, style="dim" if self.idle_dim else "")
+        else:
+            if self.fraction is not None:
+                t.append(bar(self.fraction, self.bar_width))
+                t.append("▏ ")
+            t.append(self.text)
+        self.update(t)
