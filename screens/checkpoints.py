@@ -9,8 +9,8 @@ from textual.containers import Container, VerticalScroll
 from textual.widgets import Static
 
 from tui.core import events as ev
-from tui.widgets.common import FACT_ICONS, shorten
-from tui.widgets.facts import fact_icon
+from tui.widgets.common import shorten
+from tui.widgets.facts import fact_icon, facts_text
 
 from .base import StepPane
 
@@ -161,14 +161,5 @@ class CheckpointsPane(StepPane):
             if f.status in ("fail", "warn") and f.remedy:
                 t.append(f"\n  fix: {f.remedy}", style="italic")
         box.update(t)
-        o = Text()
-        for i, f in enumerate(self.other):
-            if i:
-                o.append("\n")
-            o.append(f"{FACT_ICONS.get(f.status, '?')} {f.name}: ", style="bold")
-            o.append(f.value)
-            if f.detail:
-                o.append(f" — {f.detail}", style="dim")
-            if f.status in ("fail", "warn") and f.remedy:
-                o.append(f"\n  fix: {f.remedy}", style="italic")
+        o = facts_text(self.other)
         self.query_one("#ckpt-other", Static).update(o)

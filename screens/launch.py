@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from tui.core import events as ev
+from tui.widgets.facts import facts_text
 from tui.widgets.common import FACT_ICONS
 from tui.widgets.diagnosis import DiagnosisPanel
 from tui.widgets.gauges import HostGauges
@@ -213,16 +214,7 @@ class LaunchPane(StepPane):
 
     def _draw_problems(self) -> None:
         box = self.query_one("#problems", VerticalScroll)
-        t = Text()
-        for i, f in enumerate(self.failed_facts):
-            if i:
-                t.append("\n")
-            t.append(f"✗ {f.name}: ", style="bold red")
-            t.append(f.value)
-            if f.detail:
-                t.append(f" — {f.detail}", style="dim")
-            if f.remedy:
-                t.append(f"\n  fix: {f.remedy}", style="italic")
+        t = facts_text(self.failed_facts, icon_style="bold red", remedy_always=True)
         facts = self.query_one(".problem-facts", Static)
         facts.update(t)
         facts.display = bool(self.failed_facts)

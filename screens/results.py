@@ -15,8 +15,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Digits, Static
 
 from tui.core import events as ev
+from tui.widgets.facts import facts_text
 from tui.widgets.charts import AcceptanceBars, CompareChart
-from tui.widgets.common import FACT_ICONS, fmt_num
+from tui.widgets.common import fmt_num
 from tui.widgets.diagnosis import DiagnosisPanel
 
 from .base import StepPane
@@ -167,16 +168,7 @@ class ResultsPane(StepPane):
     def _draw_checks(self) -> None:
         # The passing checks repeat the headline; show only what needs attention.
         shown = [f for f in self.checks if f.status in ("fail", "warn")]
-        t = Text()
-        for i, f in enumerate(shown):
-            if i:
-                t.append("\n")
-            t.append(f"{FACT_ICONS.get(f.status, '?')} {f.name}: ", style="bold")
-            t.append(f.value)
-            if f.detail:
-                t.append(f" — {f.detail}", style="dim")
-            if f.status in ("fail", "warn") and f.remedy:
-                t.append(f"\n  fix: {f.remedy}", style="italic")
+        t = facts_text(shown)
         self.query_one("#results-checks", Static).update(t)
         self._show("#results-checks", bool(shown))
 

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
 
 from e2e_util import (
-    REPO,
     child_env,
     demo_variant,
     descendants,

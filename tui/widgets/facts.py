@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -11,6 +13,22 @@ from ..core.events import Fact
 from .common import FACT_ICONS
 
 _FACT_STYLE = {"pass": "green", "warn": "bold yellow", "fail": "bold red", "info": "blue"}
+
+
+def facts_text(facts: "list[Any]", icon_style: str | None = None, remedy_always: bool = False) -> Text:
+    """Facts as lines `✓ name: value — detail`, with `fix: remedy` under failing or warning ones.
+    icon_style overrides the per-status icon colour (e.g. "bold red" for a problems list)."""
+    t = Text()
+    for i, f in enumerate(facts):
+        if i:
+            t.append("\n")
+        t.append(f"{FACT_ICONS.get(f.status, '?')} {f.name}: ", style=icon_style or "bold")
+        t.append(f.value)
+        if f.detail:
+            t.append(f" — {f.detail}", style="dim")
+        if f.remedy and (remedy_always or f.status in ("fail", "warn")):
+            t.append(f"\n  fix: {f.remedy}", style="italic")
+    return t
 
 
 def fact_icon(status: str) -> Text:
