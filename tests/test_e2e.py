@@ -181,3 +181,29 @@ def test_missing_vllm_executable_is_a_readable_failure(tmp_path):
     r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--steps", "baseline", "--run-dir", str(tmp_path / "r"))
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "'no-such-vllm-binary' not found on PATH" in r.stderr
+
+
+def test_vllm_without_sonnet_stops_before_launching(tmp_path):
+    prof = demo_variant(tmp_path, "v033", simulation__vllm_version="0.33.0")
+    run_dir = tmp_path / "run"
+    r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--steps", "baseline", "--run-dir", str(run_dir))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    rep = load_report(run_dir)
+    d = next(d for d in rep["diagnostics"] if d["id"] == "sonnet-removed-in-vllm")
+    assert any("0.33.0" in ev for ev in d["evidence"])
+    assert not (run_dir / "baseline.serve.log").exists()  # never launched
+
+
+def test_old_vllm_bench_without_spec_block_still_gets_acceptance_from_metrics(tmp_path):
+    # vLLM 0.11 (the 0.2.x plugin's pin): bench needs --model, prints no Speculative Decoding block and
+    # writes no spec_decode_* keys; the acceptance comes from the /metrics delta.
+    prof = demo_variant(tmp_path, "v011", simulation__vllm_version="0.11.0", benchmark__num_prompts=4)
+    run_dir = tmp_path / "run"
+    r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--steps", "eagle3", "--run-dir", str(run_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    raw = json.loads((run_dir / "eagle3.json").read_text())
+    assert "failed" not in raw and not any(k.startswith("spec_decode") for k in raw)
+    assert "Speculative Decoding" not in (run_dir / "eagle3.bench.log").read_text()
+    e = load_report(run_dir)["runs"]["eagle3"]
+    assert e["acceptance_source"] == "metrics" and 40 <= e["acceptance_rate"] <= 95
+    assert e["failed"] == 0 and e["completed"] == 4
