@@ -207,3 +207,31 @@ def test_old_vllm_bench_without_spec_block_still_gets_acceptance_from_metrics(tm
     e = load_report(run_dir)["runs"]["eagle3"]
     assert e["acceptance_source"] == "metrics" and 40 <= e["acceptance_rate"] <= 95
     assert e["failed"] == 0 and e["completed"] == 4
+
+
+def test_interrupt_during_the_benchmark_stops_the_run(tmp_path):
+    # Slow bench (1 s per token step scaled) so SIGINT lands while `bench serve` runs.
+    prof = demo_variant(tmp_path, "benchint", simulation__tpot_ms=400.0, benchmark__num_prompts=50)
+    port = load_profile(str(prof)).server.port
+    run_dir = tmp_path / "run"
+    app = subprocess.Popen([sys.executable, "-m", "tui", "--profile", str(prof), "--headless",
+                            "--steps", "baseline,eagle3", "--run-dir", str(run_dir)], cwd=tmp_path,
+                           env=child_env(tmp_path), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        blog = run_dir / "baseline.bench.log"
+        assert wait_for(lambda: blog.exists() and "Starting main benchmark run" in blog.read_text(errors="replace"),
+                        120), "the benchmark never started"
+        kids = descendants(app.pid)
+        app.send_signal(signal.SIGINT)
+        assert app.wait(timeout=60) == 130
+        assert not wait_gone(kids, timeout=30)
+        assert wait_for(lambda: port_is_free(port), 15)
+        rep = load_report(run_dir)
+        statuses = {s["id"]: s["status"] for s in rep["steps"]}
+        assert statuses["baseline"] == "interrupted" and "eagle3" not in statuses
+        assert not (run_dir / "eagle3.serve.log").exists()
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.wait()

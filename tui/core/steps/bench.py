@@ -144,12 +144,14 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
         ctx.emit(Progress(step, "requests", 0, total, "req", None, None, "vllm bench serve"))
         waiter = asyncio.ensure_future(proc.wait())
         deadline = t0 + float(prof.benchmark.timeout_s)
+        timed_out = False
         try:
-            while not waiter.done():
+            while True:
                 done, _ = await asyncio.wait({waiter}, timeout=METRICS_POLL_S)
                 if done:
                     break
                 if time.monotonic() > deadline:
+                    timed_out = True
                     break
                 # Tokens generated so far (real, from the server's own counter).
                 _, srv = await _scrape_spec(client, sr.url)
@@ -158,16 +160,19 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
                     el = time.monotonic() - t0
                     ctx.emit(Progress(step, "tokens", gen, out_tokens_target, "tok", gen / el if el > 0 else None,
                                       None, "generated tokens"))
-        finally:
-            if not waiter.done():
-                await proc.stop(grace_s=5)
-                facts.add("benchmark", f"timed out after {prof.benchmark.timeout_s:.0f}s", "fail", "",
-                          "raise benchmark.timeout_s or lower benchmark.num_prompts")
-                waiter.cancel()
-                return
-            rc = waiter.result()
-            await proc.stop(grace_s=1)
+        except asyncio.CancelledError:
+            waiter.cancel()
+            raise  # the engine's cleanup stops the bench process (registered above)
+        if timed_out:
+            waiter.cancel()
+            await proc.stop(grace_s=5)
             ctx.cleanups[:] = [c for c in ctx.cleanups if getattr(c, "proc", None) is not proc]
+            facts.add("benchmark", f"timed out after {prof.benchmark.timeout_s:.0f}s", "fail", "",
+                      "raise benchmark.timeout_s or lower benchmark.num_prompts")
+            return
+        rc = waiter.result()
+        await proc.stop(grace_s=1)
+        ctx.cleanups[:] = [c for c in ctx.cleanups if getattr(c, "proc", None) is not proc]
         after, _ = await _scrape_spec(client, sr.url)
     ctx.emit(Progress(step, "requests", total if rc == 0 else 0, total, "req", None, 0, "vllm bench serve",
                       done=True))

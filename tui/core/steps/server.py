@@ -110,6 +110,7 @@ class ServerRun:
         timeout = float(self.prof.server.startup_timeout_s)
         t0 = time.monotonic()
         exited = asyncio.ensure_future(self.proc.proc.wait())
+        ready_wait = asyncio.ensure_future(self.watcher.ready_event.wait())
         ready_by = ""
         async with httpx.AsyncClient(timeout=httpx.Timeout(2.0)) as client:
             try:
@@ -128,8 +129,8 @@ class ServerRun:
                         pass
                     if time.monotonic() - t0 > timeout:
                         break
-                    await asyncio.wait([exited, asyncio.ensure_future(self.watcher.ready_event.wait())],
-                                       timeout=HEALTH_POLL_S, return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait([exited, ready_wait], timeout=HEALTH_POLL_S,
+                                       return_when=asyncio.FIRST_COMPLETED)
                 if not ready_by and not exited.done():
                     # Timed out.
                     self.watcher.finish()
@@ -170,8 +171,9 @@ class ServerRun:
                     return False
                 self.served_name = next((m.get("id") for m in data if target in (m.get("id"), m.get("root"))), target)
             finally:
-                if not exited.done():
-                    exited.cancel()
+                for fut in (exited, ready_wait):
+                    if not fut.done():
+                        fut.cancel()
         startup_s = time.monotonic() - t0
         # Wait for the log to reach the ready marker (the pipeline closes the last phase there).
         if not self.watcher.ready:
