@@ -211,11 +211,8 @@ async def test_tp8_fault_demo_shows_the_hbm_diagnosis_panel(isolated):
     assert children() == []
 
 
-async def test_quitting_mid_launch_asks_then_stops_the_server_and_leaves_no_process(isolated):
-    tmp = isolated
-    prof_path = fast_profile_file(tmp, **{"simulation.time_scale": 0.5})  # a slow launch: quit during it
-    prof = load_profile(str(prof_path))
-    app = SpecdecApp(prof, tmp / "run")
+def on_baseline_weights(app: SpecdecApp) -> asyncio.Event:
+    """An event set when the baseline server reaches its weights phase (the app's sink is wrapped)."""
     launched = asyncio.Event()
     sink = app.sink
 
@@ -225,6 +222,15 @@ async def test_quitting_mid_launch_asks_then_stops_the_server_and_leaves_no_proc
             launched.set()
 
     app.sink = spy  # type: ignore[method-assign]
+    return launched
+
+
+async def test_quitting_mid_launch_asks_then_stops_the_server_and_leaves_no_process(isolated):
+    tmp = isolated
+    prof_path = fast_profile_file(tmp, **{"simulation.time_scale": 0.5})  # a slow launch: quit during it
+    prof = load_profile(str(prof_path))
+    app = SpecdecApp(prof, tmp / "run")
+    launched = on_baseline_weights(app)
     async with running(app) as pilot:
         await pilot.press("a")
         await wait(launched.wait(), pilot)
@@ -254,15 +260,7 @@ async def test_stop_server_interrupts_the_launch_and_retry_is_offered(isolated):
     tmp = isolated
     prof_path = fast_profile_file(tmp, **{"simulation.time_scale": 0.5})
     app = SpecdecApp(load_profile(str(prof_path)), tmp / "run")
-    launched = asyncio.Event()
-    sink = app.sink
-
-    def spy(e: ev.Event) -> None:
-        sink(e)
-        if isinstance(e, ev.Phase) and e.step == "baseline" and e.phase == "weights" and e.status == "started":
-            launched.set()
-
-    app.sink = spy  # type: ignore[method-assign]
+    launched = on_baseline_weights(app)
     async with running(app) as pilot:
         await pilot.press("a")
         await wait(launched.wait(), pilot)

@@ -328,6 +328,9 @@ async def fetch_spec_metrics(client: httpx.AsyncClient, base_url: str,
     return snap if found else None
 
 
+# This stand-in for `vllm bench serve` computes its Speculative Decoding block on its own, the way vLLM's
+# line-based parser does, on purpose: the engine cross-checks it against tui.core.metrics (prometheus_client's
+# parser), so sharing that code would make the agreement check test nothing.
 def spec_stats(before: _SpecSnapshot | None, after: _SpecSnapshot | None) -> dict[str, Any] | None:
     if before is None or after is None:
         return None
