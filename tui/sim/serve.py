@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     bo = argparse.BooleanOptionalAction
     p.add_argument("model_tag", nargs="?", default=None, help="The model tag to serve (optional if --model is given)")
     g = p.add_argument_group("Frontend")
-    g.add_argument("--host", default=None)
+    # vLLM binds every interface by default; this stand-in binds loopback unless told otherwise.
+    g.add_argument("--host", default="127.0.0.1")
     g.add_argument("--port", type=int, default=8000)
     g.add_argument("--uvicorn-log-level", default="info",
                    choices=["critical", "debug", "error", "info", "trace", "warning"])
@@ -830,7 +831,7 @@ def _bind(host: str | None, port: int) -> socket.socket:
     sock = socket.socket(family=family, type=socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host or "", port))
+        sock.bind((host if host is not None else "127.0.0.1", port))
     except OSError:
         sock.close()
         raise
@@ -924,7 +925,7 @@ def main(argv: list[str] | None = None) -> int:
 
         st = ServingState(ns, ea, cfg, log, engine, info)
         app = create_app(st)
-        host_shown = ns.host or "0.0.0.0"
+        host_shown = ns.host or "0.0.0.0"  # --host "" means every interface, as in vLLM
         log.info("api_server.py", 1634, "Supported_tasks: ['generate']")
         log.info("api_server.py", 1912, f"Starting vLLM API server 0 on http://{host_shown}:{ns.port}")
         log.info("launcher.py", 34, "Available routes are:")
