@@ -40,6 +40,7 @@ class HeadlessRenderer:
         self.diagnoses: list[ev.Diagnosis] = []
         self._last_bench_print = 0.0
         self.phase_spinner: Progress | None = None
+        self._pending_rule: tuple[str, str] | None = None
 
     # -- the current startup phase: a spinner with its elapsed time (TTY), a start line otherwise ----------
     def _phase_started(self, e: ev.Phase) -> None:
@@ -110,11 +111,16 @@ class HeadlessRenderer:
                 c.print(f"[dim]{escape(e.text)}[/]", markup=True, soft_wrap=True)
             return
         self._stop_progress()
+        if self._pending_rule is not None and not (isinstance(e, ev.StepFinished) and e.status == "skipped"):
+            step, title = self._pending_rule
+            self._pending_rule = None
+            c.rule(f"[bold]{escape(title)}[/] [dim]({step})[/]", align="left")
         if isinstance(e, ev.RunStarted):
             sim = " [bold magenta]SIMULATED[/]" if e.simulated else ""
             c.print(f"[bold]specdec-tui[/] profile [cyan]{escape(e.profile)}[/]{sim} → {escape(e.run_dir)}")
         elif isinstance(e, ev.StepStarted):
-            c.rule(f"[bold]{escape(e.title)}[/] [dim]({e.step})[/]", align="left")
+            # The header is printed with the step's first output, so skipped steps take one line each.
+            self._pending_rule = (e.step, e.title)
         elif isinstance(e, ev.Fact):
             line = f"  {_FACT_ICON.get(e.status, '?')} {escape(e.name)}: [bold]{escape(e.value)}[/]"
             if e.detail:
@@ -149,6 +155,10 @@ class HeadlessRenderer:
         elif isinstance(e, ev.StepFinished):
             self._phase_stop()
             self.step_rows.append((e.step, e.status, e.seconds, e.summary))
+            if e.status == "skipped":
+                self._pending_rule = None
+                c.print(f"[dim]– {escape(ev.STEP_TITLES.get(e.step, e.step))} ({e.step}): {escape(e.summary)}[/]")
+                return
             style = _STATUS_STYLE.get(e.status, "white")
             c.print(f"  [{style}]{e.status}[/] in {e.seconds:.1f}s — {escape(e.summary)}", soft_wrap=True)
         elif isinstance(e, ev.RunFinished):
