@@ -308,6 +308,8 @@ class SpecdecApp(App[int]):
         e = msg.event
         step = e.step
         if isinstance(e, ev.RunStarted):
+            if self.engine is not None:  # show the dataset URL with {sim_hub} etc. resolved
+                self.query_one(DatasetPane).set_url(self.engine.ctx.ph.resolve(self.engine.profile.data["dataset"]["url"]))
             self._update_header()
             self._update_hint()
             return

@@ -110,7 +110,6 @@ class Engine:
             env["HF_HOME"] = str(Path(self.ctx.ph.cache_dir) / "sim-hf-home")
             for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
                 env.pop(var, None)
-            self._emit(Notice("", "info", f"simulated backend: loopback hub and dataset mirror at {self._hub.url}"))
 
     def _stop_simulation(self) -> None:
         if self._hub is not None:
@@ -179,8 +178,10 @@ class Engine:
                                "requested_steps": self.steps, "started": time.time()})
         self.run.save_state()
         self.run.write_text("profile.toml", prof.to_toml())
+        self._start_simulation()  # before RunStarted, so placeholders such as {sim_hub} resolve from then on
         self._emit(RunStarted("", prof.name, str(self.run.path), tuple(self.steps), prof.simulated))
-        self._start_simulation()
+        if self._hub is not None:
+            self._emit(Notice("", "info", f"simulated backend: loopback hub and dataset mirror at {self._hub.url}"))
 
     async def stop_children(self) -> None:
         """Stop every server / bench process this run started (SIGINT → SIGTERM → SIGKILL)."""
