@@ -28,6 +28,7 @@ _FACT_ICON = {"pass": "[green]✓[/]", "warn": "[yellow]![/]", "fail": "[red]✗
 _STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "red", "skipped": "dim",
                  "unavailable": "dim", "interrupted": "magenta"}
 _SEV_STYLE = {"error": "red", "warning": "yellow", "info": "blue"}
+HEARTBEAT_S = 60.0
 
 
 class HeadlessRenderer:
@@ -41,6 +42,7 @@ class HeadlessRenderer:
         self._last_bench_print = 0.0
         self.phase_spinner: Progress | None = None
         self._pending_rule: tuple[str, str] | None = None
+        self._phase_since: tuple[str, float, float] | None = None  # (phase, started, last heartbeat)
 
     # -- the current startup phase: a spinner with its elapsed time (TTY), a start line otherwise ----------
     def _phase_started(self, e: ev.Phase) -> None:
@@ -49,13 +51,25 @@ class HeadlessRenderer:
             return
         if not self.console.is_terminal:
             self.console.print(f"  [dim]… {escape(e.phase)} started[/]")
+            self._phase_since = (e.phase, time.monotonic(), time.monotonic())
             return
         self.phase_spinner = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                                       console=self.console, transient=True)
         self.phase_spinner.add_task(f"{e.phase} …", total=None)
         self.phase_spinner.start()
 
+    def _heartbeat(self) -> None:
+        """Non-TTY: a line every HEARTBEAT_S during a long phase, so a CI or nohup log shows it is alive."""
+        if self._phase_since is None:
+            return
+        phase, start, last = self._phase_since
+        now = time.monotonic()
+        if now - last >= HEARTBEAT_S:
+            self._phase_since = (phase, start, now)
+            self.console.print(f"  [dim]… {escape(phase)} still running ({now - start:.0f}s)[/]")
+
     def _phase_stop(self) -> None:
+        self._phase_since = None
         if self.phase_spinner is not None:
             self.phase_spinner.stop()
             self.phase_spinner = None
@@ -107,6 +121,7 @@ class HeadlessRenderer:
             self._on_progress(e)
             return
         if isinstance(e, ev.LogLine):
+            self._heartbeat()
             if self.verbose:
                 c.print(f"[dim]{escape(e.text)}[/]", markup=True, soft_wrap=True)
             return
