@@ -166,7 +166,3 @@ class Data(Event):
 
 
 Sink = Callable[[Event], None]
-
-
-def null_sink(event: Event) -> None:  # pragma: no cover - trivial
-    return None

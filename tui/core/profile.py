@@ -525,10 +525,6 @@ def load_profile(name_or_path: str) -> Profile:
     return profile_from_dict(raw, source, name=name)
 
 
-def as_plain_dict(prof: Profile) -> dict[str, Any]:
-    return copy.deepcopy(prof.data)
-
-
 __all__ = [
     "Profile",
     "ProfileError",
@@ -540,5 +536,4 @@ __all__ = [
     "profile_from_dict",
     "resolve_profile_path",
     "validate_value",
-    "as_plain_dict",
 ]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -213,7 +212,3 @@ def write_report(run: RunDir, rep: dict[str, Any]) -> Path:
     atomic_write_text(run.file("report.md"), render_markdown(rep))
     atomic_write_text(run.file("summary.csv"), render_csv(rep))
     return path
-
-
-def load_report(path: Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
