@@ -588,3 +588,14 @@ def test_probe_vllm_version_blocking(tmp_path):
     assert probe_vllm_version(make_profile(), ph, {"PATH": str(tmp_path)}) is None
     sim = make_profile(server={"command": ["{python}", "-m", "tui.sim"]}, simulation={"vllm_version": "0.31.0"})
     assert probe_vllm_version(sim, ph, env) == "0.31.0"
+
+
+async def test_bench_probes_the_vllm_version_when_the_env_step_did_not_run(tmp_path):
+    """`--steps baseline` alone: the benchmark's version-aware flags come from a fresh probe."""
+    from tui.core.steps.bench import vllm_version
+
+    vbin = make_vllm_venv(tmp_path, vllm="0.21.0", plugin="0.21.0.1.0.0")
+    ctx, _ = make_ctx(tmp_path, make_profile(), path=[vbin])
+    assert await vllm_version(ctx) == "0.21.0"
+    ctx.shared["env"] = {"vllm_version": "0.24.0"}  # the env step's answer wins when present
+    assert await vllm_version(ctx) == "0.24.0"

@@ -26,20 +26,19 @@ from .base import FactRecorder, StepContext
 METRICS_POLL_S = 2.0
 
 
-def vllm_version(ctx: StepContext) -> str | None:
-    """The vLLM version the profile runs: from the env step, the simulation table, or a fresh probe."""
+async def vllm_version(ctx: StepContext) -> str | None:
+    """The vLLM version the profile runs: from the env step, the simulation table, or a fresh probe of the
+    interpreter that owns `vllm` (run in a thread: it starts a subprocess)."""
     env = ctx.shared.get("env") or {}
     if env.get("vllm_version"):
         return str(env["vllm_version"])
     if ctx.profile.simulated:
         return str(ctx.profile.data["simulation"]["vllm_version"])
+    from ..probe import probe_vllm_version
+
     try:
-        from ..probe import probe_vllm_version  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    try:
-        return probe_vllm_version(ctx.profile, ctx.ph, ctx.environ)
-    except Exception:
+        return await asyncio.to_thread(probe_vllm_version, ctx.profile, ctx.ph, ctx.environ)
+    except Exception:  # an unknown version only disables the version-aware flags
         return None
 
 

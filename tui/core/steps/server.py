@@ -288,7 +288,7 @@ async def run_server_step(ctx: StepContext, step: str, speculative: bool) -> Ste
 
     sr = ServerRun(ctx, step, speculative)
     # Checks that must fail before a long launch: the bench's dataset and its vLLM version.
-    sr.vllm_version = vllm_version(ctx)
+    sr.vllm_version = await vllm_version(ctx)
     if sonnet_removed(sr.vllm_version):
         sr.facts.add("vllm bench serve", f"vLLM {sr.vllm_version}", "fail",
                      "--dataset-name sonnet was removed in vLLM 0.32", dg.CATALOG["sonnet-removed-in-vllm"].remedy)
