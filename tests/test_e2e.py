@@ -235,3 +235,18 @@ def test_interrupt_during_the_benchmark_stops_the_run(tmp_path):
         if app.poll() is None:
             app.kill()
             app.wait()
+
+
+def test_rerun_part_of_a_run_reads_earlier_steps_from_state(tmp_path):
+    prof = demo_variant(tmp_path, "parts", benchmark__num_prompts=4)
+    run_dir = tmp_path / "run"
+    r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--steps", "dataset,baseline", "--run-dir", str(run_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--steps", "eagle3,results", "--run-dir", str(run_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "fetching it first" not in r.stderr  # the dataset of the first invocation is reused
+    rep = load_report(run_dir)
+    assert set(rep["runs"]) == {"baseline", "eagle3"}
+    assert rep["comparison"]["output_throughput_speedup"] is not None
+    statuses = {s["id"]: s["status"] for s in rep["steps"]}
+    assert statuses == {"dataset": "passed", "baseline": "passed", "eagle3": "passed", "results": "passed"}
