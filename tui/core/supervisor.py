@@ -213,12 +213,12 @@ class ManagedProcess:
         if self._reader is not None:
             await self._reader
 
-    async def stop(self, grace_s: float = 30.0) -> int | None:
-        """SIGINT → (grace) → SIGTERM → (10 s) → SIGKILL to the group; returns the exit code."""
+    async def stop(self, grace_s: float = 30.0, term_s: float = 10.0) -> int | None:
+        """SIGINT → (grace_s) → SIGTERM → (term_s) → SIGKILL to the group; returns the exit code."""
         if self.proc is None or self.pgid is None:
             return None
         pgid = self.pgid
-        steps = ((signal.SIGINT, grace_s), (signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0))
+        steps = ((signal.SIGINT, grace_s), (signal.SIGTERM, term_s), (signal.SIGKILL, 10.0))
         for sig, wait_s in steps:
             if self.proc.returncode is not None and not group_alive(pgid):
                 break
