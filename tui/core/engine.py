@@ -40,8 +40,6 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 STEP_MODULES = {sid: f"tui.core.steps.{sid}" for sid in STEP_IDS}
-STEP_MODULES["baseline"] = "tui.core.steps.baseline"
-STEP_MODULES["eagle3"] = "tui.core.steps.eagle3"
 
 
 def step_available(step: str) -> bool:
@@ -121,23 +119,19 @@ class Engine:
     # -- cleanup ---------------------------------------------------------------------------------
     async def _cleanup(self) -> None:
         while self.ctx.cleanups:
-            fn = self.ctx.cleanups.pop()
+            proc = self.ctx.cleanups.pop()
             try:
-                res = fn()
-                if asyncio.iscoroutine(res):
-                    await asyncio.shield(res)
+                await asyncio.shield(proc.stop())
             except Exception:
-                pass
+                proc.kill_now()
 
     def cleanup_sync(self) -> None:
         """Last-resort synchronous cleanup (e.g. from an atexit hook)."""
-        for fn in list(self.ctx.cleanups):
-            sync = getattr(fn, "sync", None)
-            if sync is not None:
-                try:
-                    sync()
-                except Exception:
-                    pass
+        for proc in list(self.ctx.cleanups):
+            try:
+                proc.kill_now()
+            except OSError:
+                pass
         self._stop_simulation()
 
     # -- running -----------------------------------------------------------------------------------

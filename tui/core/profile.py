@@ -356,8 +356,6 @@ def _cross_checks(prof: Profile) -> None:
     s = prof.data["server"]
     src = prof.source
     nc = _neuron_config(prof)
-    if s["max_num_batched_tokens"] < 1:
-        raise _err(src, "server.max_num_batched_tokens", s["max_num_batched_tokens"], "≥ 1")
     if nc is not None:
         nbt = _int_list(prof, nc, "num_batched_tokens_buckets")
         if nbt is not None and max(nbt) != s["max_num_batched_tokens"]:
@@ -405,8 +403,6 @@ def _cross_checks(prof: Profile) -> None:
                 "vllm-neuron requires on-device sampling for speculative decoding. Add "
                 "on_device_sampling_config = {all_greedy = true} to [server.additional_config.neuron_config]."
             )
-    if s["max_num_batched_tokens"] > s["max_model_len"] and s["max_num_seqs"] == 1:
-        pass  # vLLM allows this; nothing to check
     b = prof.data["benchmark"]
     if b["input_len"] + b["output_len"] > s["max_model_len"]:
         raise ProfileError(

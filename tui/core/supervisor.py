@@ -118,8 +118,9 @@ class ManagedProcess:
 
     def __init__(self, argv: list[str], env: dict[str, str], log_path: Path,
                  on_line: Callable[[str, float], None] | None = None, cwd: str | None = None,
-                 on_chunk: Callable[[str], None] | None = None):
+                 on_chunk: Callable[[str], None] | None = None, grace_s: float = 30.0):
         self.argv = argv
+        self.grace_s = grace_s
         self.on_chunk = on_chunk
         self.env = env
         self.log_path = Path(log_path)
@@ -213,10 +214,13 @@ class ManagedProcess:
         if self._reader is not None:
             await self._reader
 
-    async def stop(self, grace_s: float = 30.0, term_s: float = 10.0) -> int | None:
-        """SIGINT → (grace_s) → SIGTERM → (term_s) → SIGKILL to the group; returns the exit code."""
+    async def stop(self, grace_s: float | None = None, term_s: float = 10.0) -> int | None:
+        """SIGINT → (grace_s, default: the one given at construction) → SIGTERM → (term_s) → SIGKILL to the
+        group; returns the exit code."""
         if self.proc is None or self.pgid is None:
             return None
+        if grace_s is None:
+            grace_s = self.grace_s
         pgid = self.pgid
         steps = ((signal.SIGINT, grace_s), (signal.SIGTERM, term_s), (signal.SIGKILL, 10.0))
         for sig, wait_s in steps:

@@ -31,8 +31,13 @@ class StepContext:
     verbose: bool = False
     # Diagnoses raised so far in this run (the report collects them).
     diagnoses: list[Diagnosis] = field(default_factory=list)
-    # Server processes the engine must stop on exit (supervisor registers itself here).
+    # Child processes (supervisor.ManagedProcess: async stop(), kill_now()) the engine stops on exit;
+    # a step registers each one it starts and removes it once it has stopped it itself.
     cleanups: list[Any] = field(default_factory=list)
+
+    def forget(self, proc: Any) -> None:
+        if proc in self.cleanups:
+            self.cleanups.remove(proc)
 
 
 @dataclass

@@ -133,13 +133,14 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
 
     async with httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client:
         before, before_srv = await _scrape_spec(client, sr.url)
-        proc = ManagedProcess(argv, env, ctx.run.file(f"{step}.bench.log"), on_line=on_line, on_chunk=on_chunk)
+        proc = ManagedProcess(argv, env, ctx.run.file(f"{step}.bench.log"), on_line=on_line, on_chunk=on_chunk,
+                              grace_s=2.0)
         try:
             await proc.start()
         except (OSError, ValueError) as exc:
             facts.add("benchmark", "cannot start", "fail", str(exc), "check server.command in the profile")
             return
-        ctx.cleanups.append(_BenchStopper(proc))
+        ctx.cleanups.append(proc)
         ctx.emit(Progress(step, "requests", 0, total, "req", None, None, "vllm bench serve"))
         waiter = asyncio.ensure_future(proc.wait())
         deadline = t0 + float(prof.benchmark.timeout_s)
@@ -165,13 +166,13 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
         if timed_out:
             waiter.cancel()
             await proc.stop(grace_s=5)
-            ctx.cleanups[:] = [c for c in ctx.cleanups if getattr(c, "proc", None) is not proc]
+            ctx.forget(proc)
             facts.add("benchmark", f"timed out after {prof.benchmark.timeout_s:.0f}s", "fail", "",
                       "raise benchmark.timeout_s or lower benchmark.num_prompts")
             return
         rc = waiter.result()
         await proc.stop(grace_s=1)
-        ctx.cleanups[:] = [c for c in ctx.cleanups if getattr(c, "proc", None) is not proc]
+        ctx.forget(proc)
         after, _ = await _scrape_spec(client, sr.url)
     ctx.emit(Progress(step, "requests", total if rc == 0 else 0, total, "req", None, 0, "vllm bench serve",
                       done=True))
@@ -241,14 +242,3 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
     if printed is not None and res.output_throughput is not None and abs(printed - res.output_throughput) > 0.006:
         facts.add("stdout vs JSON", f"{printed} vs {res.output_throughput:.2f}", "warn",
                   "the printed block and the result file disagree")
-
-
-class _BenchStopper:
-    def __init__(self, proc: ManagedProcess):
-        self.proc = proc
-
-    def __call__(self) -> Any:
-        return self.proc.stop(grace_s=2)
-
-    def sync(self) -> None:
-        self.proc.kill_now()

@@ -3,10 +3,10 @@ of the Common-issues diagnostics."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .. import diagnostics as dg
+from ..benchparse import parse_result_json
 from ..events import Data
 from ..report import comparison, comparison_rows, run_summary
 from .base import FactRecorder, StepContext, StepResult
@@ -47,10 +47,10 @@ async def run(ctx: StepContext) -> StepResult:
     # The tutorial's own snippet, from the two JSON files exactly as bench wrote them.
     snippet = None
     try:
-        bj = json.loads(ctx.run.file("baseline.json").read_text().strip().splitlines()[-1])
-        ej = json.loads(ctx.run.file("eagle3.json").read_text().strip().splitlines()[-1])
+        bj = parse_result_json(ctx.run.file("baseline.json")).raw
+        ej = parse_result_json(ctx.run.file("eagle3.json")).raw
         snippet = tutorial_snippet(bj, ej)
-    except (OSError, ValueError, KeyError, IndexError, ZeroDivisionError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
         fr.add("tutorial snippet", "unavailable", "warn", f"cannot read baseline.json / eagle3.json: {exc}")
     if snippet is not None:
         ctx.run.write_text("comparison.txt", snippet + "\n")

@@ -63,10 +63,10 @@ class ServerRun:
     def diag(self, d: Any) -> None:
         self.ctx.emit(d)
 
-    def _child_env(self) -> dict[str, str]:
+    def _child_env(self, extra: dict[str, str]) -> dict[str, str]:
         env = dict(self.ctx.environ)
         explicit = self.prof.server.env
-        for k, v in serve_env(self.prof, self.ctx.ph).items():
+        for k, v in extra.items():
             # The profile's own env wins; the engine's timeout defaults never override the operator's.
             if k in explicit or k not in env:
                 env[k] = v
@@ -87,20 +87,20 @@ class ServerRun:
                                   host=s.host, port=s.port))
                 return False
         argv = serve_argv(self.prof, self.speculative, self.ctx.ph)
-        env = self._child_env()
-        shown_env = {k: v for k, v in serve_env(self.prof, self.ctx.ph).items()}
-        cmd_text = format_command(argv, shown_env)
+        extra_env = serve_env(self.prof, self.ctx.ph)
+        env = self._child_env(extra_env)
+        cmd_text = format_command(argv, extra_env)
         self.ctx.emit(Data(self.step, "command", {"argv": argv, "text": cmd_text}))
         self.ctx.run.write_text(f"{self.step}.command.sh", "#!/usr/bin/env bash\n" + cmd_text + "\n")
         self.proc = ManagedProcess(argv, env, self.ctx.run.file(f"{self.step}.serve.log"),
-                                   on_line=self.watcher.on_line)
+                                   on_line=self.watcher.on_line, grace_s=float(s.stop_grace_s))
         try:
             await self.proc.start()
         except (OSError, ValueError) as exc:
             self.facts.add("launch", argv[0], "fail", f"cannot start: {exc}",
                            "check server.command in the profile (is vllm on PATH?)")
             return False
-        self.ctx.cleanups.append(_Stopper(self))
+        self.ctx.cleanups.append(self.proc)
         self.ctx.emit(Notice(self.step, "info", f"launched pid {self.proc.proc.pid if self.proc.proc else '?'}; "
                                                  f"log: {self.proc.log_path}"))
         return True
@@ -259,29 +259,12 @@ class ServerRun:
         s = self.prof.server
         t0 = time.monotonic()
         self.ctx.emit(Notice(self.step, "info", "stopping the server (SIGINT, then SIGTERM, then SIGKILL)"))
-        rc = await self.proc.stop(grace_s=float(s.stop_grace_s))
+        rc = await self.proc.stop()
+        self.ctx.forget(self.proc)
         free = await wait_port_free(s.host, s.port, timeout_s=30)
         self.result_facts["stop"] = {"exit_code": rc, "seconds": round(time.monotonic() - t0, 2), "port_free": free}
         if not free:
             self.facts.add("stop", f"port {s.port} still busy", "warn", "", "check for a stray server process")
-
-    def kill_sync(self) -> None:
-        if self.proc is not None:
-            self.proc.kill_now()
-
-
-class _Stopper:
-    """Engine cleanup hook: async stop, with a synchronous kill for last-resort paths."""
-
-    def __init__(self, run: ServerRun):
-        self.run = run
-
-    def __call__(self) -> Any:
-        return self.run.stop()
-
-    def sync(self) -> None:
-        self.run.kill_sync()
-
 
 async def run_server_step(ctx: StepContext, step: str, speculative: bool) -> StepResult:
     from .bench import ensure_dataset, run_benchmark, sonnet_removed, vllm_version
@@ -309,5 +292,3 @@ async def run_server_step(ctx: StepContext, step: str, speculative: bool) -> Ste
         return sr.facts.result(sr.result_facts)
     finally:
         await sr.stop()
-        if sr in [getattr(c, "run", None) for c in ctx.cleanups]:
-            ctx.cleanups[:] = [c for c in ctx.cleanups if getattr(c, "run", None) is not sr]
