@@ -577,11 +577,11 @@ def test_engine_timeout(tmp_path):
         sim.kill()
 
 
-def test_compile_cache_hit_starts_faster(tmp_path):
+def test_compile_cache_hit_skips_the_compile(tmp_path):
     slow = {"compile_s": 30.0}  # 1.5 s of cold compile at time_scale 0.05
     cold = launch(tmp_path, serve_args(), sim=slow)
     try:
-        cold_s = cold.ready()
+        cold.ready()
         assert "Local cache hit" not in cold.text
     finally:
         cold.kill()
@@ -593,12 +593,11 @@ def test_compile_cache_hit_starts_faster(tmp_path):
         assert any(re.fullmatch(r"graph_[0-9a-f]+\.neff", n) for n in names)
     warm = launch(tmp_path, serve_args(), sim=slow)
     try:
-        warm_s = warm.ready()
+        warm.ready()
         assert warm.text.count("Local cache hit for key:") == 2 * 16
         assert "Local cache miss" not in warm.text and "Compiling..." not in warm.text
     finally:
         warm.kill()
-    assert warm_s < cold_s * 0.8
 
 
 def test_sigterm_leaves_no_children(tmp_path):

@@ -113,9 +113,27 @@ def normalized(report: dict) -> dict:
             if k not in stable:
                 run[k] = type(run[k]).__name__
     r["comparison"] = {k: type(v).__name__ for k, v in r["comparison"].items()}
+    # The verdict on a simulated run follows the wall clock of a shared machine (a loaded machine can make
+    # EAGLE3 slower): compare everything else, and check the verdict against the numbers separately.
+    r.pop("exit_code", None)
+    r["steps"] = [dict(st, status="<verdict>") if st["id"] == "results" else st for st in r["steps"]]
+    r["diagnostics"] = [d for d in r["diagnostics"] if d["id"] != "throughput-regressed"]
     for d in r["diagnostics"]:
         d["evidence"] = len(d["evidence"])
     return r
+
+
+def assert_verdict_follows_the_numbers(run_dir) -> None:
+    rep = json.loads((run_dir / "report.json").read_text())
+    bj = json.loads((run_dir / "baseline.json").read_text())
+    ej = json.loads((run_dir / "eagle3.json").read_text())
+    speedup = rep["comparison"]["output_throughput_speedup"]
+    assert speedup == pytest.approx(ej["output_throughput"] / bj["output_throughput"], abs=1e-4)  # report rounds to 4 places
+    ids = [d["id"] for d in rep["diagnostics"]]
+    if speedup > 1.0:
+        assert rep["exit_code"] == 0 and "throughput-regressed" not in ids
+    else:
+        assert rep["exit_code"] == 1 and "throughput-regressed" in ids
 
 
 async def test_keyboard_walkthrough_from_profile_to_results_matches_the_headless_report(isolated):
@@ -132,12 +150,13 @@ async def test_keyboard_walkthrough_from_profile_to_results_matches_the_headless
             assert app.cursor == sid
             await pilot.press("n")
             await wait(app.step_done.wait(), pilot)
-            assert app.status[sid] in ("passed", "warned"), (sid, app.status[sid])
+            if sid != "results":  # the verdict follows the numbers: see assert_verdict_follows_the_numbers
+                assert app.status[sid] in ("passed", "warned"), (sid, app.status[sid])
         await wait(app.run_finished.wait(), pilot)
         # The screen: the results pane with the speedup headline, the table and the export paths.
         assert app.current_pane_id == "results"
         res = app.query_one("#pane-results")
-        assert res.speedup is not None and res.speedup > 1.0
+        assert res.speedup is not None
         assert "EAGLE3 output throughput speedup" in text_of(app.query_one("#headline-text"))
         assert res.payload is not None and res.payload["rows"][0][0] == "Output throughput (tok/s)"
         assert set(res.exports) == {"report.md", "report.json", "summary.csv"}
@@ -153,17 +172,20 @@ async def test_keyboard_walkthrough_from_profile_to_results_matches_the_headless
         assert [e.step for e in finished] == list(ev.STEP_IDS)
         assert any(isinstance(e, ev.Data) and e.kind == "comparison_table" for e in app.events)
         engine_msgs = [m for m in messages if type(m).__name__ == "EngineEvent"]
-        assert any(isinstance(m.event, ev.RunFinished) and m.event.exit_code == 0 for m in engine_msgs)
+        finished_runs = [m.event for m in engine_msgs if isinstance(m.event, ev.RunFinished)]
+        assert len(finished_runs) == 1 and finished_runs[0].exit_code == (0 if res.speedup > 1.0 else 1)
         await pilot.press("ctrl+q")
         await asyncio.wait_for(app.shutdown_done.wait(), STEP_TIMEOUT_S)
-    assert app.return_value == 0
+    assert app.return_value == (0 if res.speedup > 1.0 else 1)
     assert children() == []
+    assert_verdict_follows_the_numbers(tmp / "tui-run")
 
     # The headless runner on the same profile file writes the same report (apart from timings).
     env = dict(os.environ, PYTHONPATH=str(REPO))
     out = subprocess.run([sys.executable, "-m", "tui", "--profile", str(prof_path), "--headless", "--run-dir",
                           str(tmp / "headless-run")], capture_output=True, text=True, env=env, cwd=tmp, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode in (0, 1), out.stderr[-3000:]
+    assert_verdict_follows_the_numbers(tmp / "headless-run")
     tui_report = json.loads((tmp / "tui-run" / "report.json").read_text())
     headless_report = json.loads((tmp / "headless-run" / "report.json").read_text())
     assert normalized(tui_report) == normalized(headless_report)
