@@ -80,6 +80,7 @@ class ProfilePane(StepPane):
         self.errors: dict[str, str] = {}
         self.cross_error = ""
         self.locked = False
+        self.retry_open = False
         self.run_dir = run_dir
         self._filling = False
 
@@ -231,11 +232,32 @@ class ProfilePane(StepPane):
         return self.edited
 
     def lock_profile(self) -> None:
-        """The run has started: the profile can no longer change."""
+        """The run has started (or a step runs): the profile can no longer change."""
         self.locked = True
+        self.retry_open = False
         for w in self.query("Input, Select"):
             w.disabled = True
         self.set_hint("locked: the run has started (save it with w)")
+
+    def unlock_for_retry(self, profile: Profile) -> None:
+        """A step failed: the settings become editable again (validated as you type); `r` retries with them.
+        Choosing another profile stays locked: that is a new run."""
+        self.retry_open = True
+        self.base = profile
+        self._fill(profile)
+        for section, key, _label, _kind in KNOBS:
+            self.query_one("#" + knob_id(section, key), Input).disabled = False
+        self.set_hint("a step failed: edit the settings here, then press r to retry with them")
+
+    def retry_edits(self) -> dict[str, Any]:
+        """The settings changed since the failure (empty when none, or when no retry is open)."""
+        return self.edits() if self.retry_open else {}
+
+    def accept_retry(self, profile: Profile) -> None:
+        """The retry runs with `profile`: it becomes the base, and the form locks again."""
+        self.base = profile
+        self._fill(profile)
+        self.lock_profile()
 
     # -- user input --------------------------------------------------------------------------------------------
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -252,8 +274,13 @@ class ProfilePane(StepPane):
             try:
                 prof = load_profile(path)
             except ProfileError as exc:
+                # Never leave the previous profile silently active: nothing is chosen until this is fixed.
+                self.base = None
+                self._fill(None)
+                self.query_one("#profile-select", Select).clear()
                 self.query_one("#profile-errors", Static).update(f"✗ {exc}")
                 self.query_one("#profile-errors", Static).set_class(False, "-ok")
+                self.post_message(self.Changed(None, False))
                 return
             self.load(prof)
         else:

@@ -145,6 +145,21 @@ class ResultsPane(StepPane):
         self.query_one(CompareChart).set_runs(runs)
         self._show("#chart")
 
+    def drop_diagnoses(self, step: str) -> None:
+        """A step is retried: its earlier attempt's diagnoses no longer apply."""
+        self.diagnoses = [d for d in self.diagnoses if d.step != step]
+        for panel in list(self.query_one("#diagnostics", Vertical).query(DiagnosisPanel)):
+            if panel.diag.step == step:
+                panel.remove()
+        self._draw_diagnostics_title()
+
+    def _draw_diagnostics_title(self) -> None:
+        n = len(self.diagnoses)
+        errs = sum(1 for d in self.diagnoses if d.severity == "error")
+        self.query_one("#diagnostics-title", Static).update(
+            f"Diagnostics: {n} issue{'s' if n != 1 else ''}" + (f", {errs} error{'s' if errs != 1 else ''}" if errs else ""))
+        self._show("#diagnostics", n > 0)
+
     def add_diagnosis(self, diag: ev.Diagnosis) -> None:
         if any(d.id == diag.id and d.step == diag.step for d in self.diagnoses):
             return
@@ -159,11 +174,7 @@ class ResultsPane(StepPane):
             box_.mount(panel, before=before)
         else:
             box_.mount(panel)
-        n = len(self.diagnoses)
-        errs = sum(1 for d in self.diagnoses if d.severity == "error")
-        self.query_one("#diagnostics-title", Static).update(
-            f"Diagnostics: {n} issue{'s' if n != 1 else ''}" + (f", {errs} error{'s' if errs != 1 else ''}" if errs else ""))
-        self._show("#diagnostics")
+        self._draw_diagnostics_title()
 
     def _draw_checks(self) -> None:
         # The passing checks repeat the headline; show only what needs attention.

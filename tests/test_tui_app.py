@@ -315,3 +315,51 @@ async def test_a_steps_subset_runs_only_those_steps(isolated):
     report = json.loads((tmp / "run" / "report.json").read_text())
     assert [s["id"] for s in report["steps"]] == ["env"]
     assert children() == []
+
+
+async def test_fix_in_place_tp8_fails_edit_to_16_retry_and_the_report_is_clean(isolated):
+    """The operator loop of the README: TP 8 fails with the HBM diagnosis; the settings become editable
+    again; TP 16 typed into the form, `r` retries with it, the run completes, and neither the panes nor the
+    report keep the failed attempt's diagnosis."""
+    tmp = isolated
+    prof_path = fast_profile_file(tmp, **{"server.tensor_parallel_size": 8})
+    app = SpecdecApp(load_profile(str(prof_path)), tmp / "run")
+    async with running(app) as pilot:
+        await pilot.press("a")
+        await pilot.pause()
+        await wait(app.step_done.wait(), pilot)
+        failed = app.failed_step
+        assert failed is not None and app.status[failed] == "failed"
+        assert "hbm-allocation-failure" in [d.id for d in app.query_one("#pane-results").diagnoses]
+        # The form is editable again (only the knobs: choosing another profile would be a new run).
+        tp = app.query_one("#knob-server-tensor-parallel-size")
+        assert not tp.disabled and app.query_one("#profile-select").disabled
+        app.show_step("profile")
+        tp.focus()
+        await pilot.pause()
+        tp.value = ""
+        await pilot.press("1", "6")
+        await pilot.press("escape")  # back to the step list, where r means retry
+        await pilot.pause()
+        assert app.query_one("#pane-profile").retry_edits() == {"server.tensor_parallel_size": 16}
+        await pilot.press("r")
+        await pilot.pause()
+        await wait(app.step_done.wait(), pilot)
+        assert app.status[failed] in ("passed", "warned"), app.status
+        assert app.engine.profile.data["server"]["tensor_parallel_size"] == 16
+        assert tp.disabled  # locked again while the run goes on
+        assert "hbm-allocation-failure" not in [d.id for d in app.query_one("#pane-results").diagnoses]
+        if not app.closed:
+            await pilot.press("a")
+            await pilot.pause()
+            await wait(app.run_finished.wait(), pilot)
+        await pilot.press("ctrl+q")
+        await asyncio.wait_for(app.shutdown_done.wait(), STEP_TIMEOUT_S)
+    run = tmp / "run"
+    report = json.loads((run / "report.json").read_text())
+    assert [d["id"] for d in report["diagnostics"] if d["id"] == "hbm-allocation-failure"] == []
+    assert all(s["status"] in ("passed", "warned") for s in report["steps"] if s["id"] != "results")
+    assert_verdict_follows_the_numbers(run)
+    assert "tensor_parallel_size = 16" in (run / "profile.toml").read_text()
+    assert "hbm" not in (run / "report.md").read_text().lower()
+    assert children() == []

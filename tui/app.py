@@ -37,8 +37,7 @@ from screens.profile import ProfilePane, save_profile
 from screens.results import ResultsPane, export_paths
 
 from .core import events as ev
-from .core import report as report_mod
-from .core.engine import EXIT_FAILED, EXIT_INTERRUPTED, Engine
+from .core.engine import EXIT_INTERRUPTED, Engine
 from .core.profile import Profile, ProfileError
 from .messages import EngineEvent, LogsPending, ProgressPending, StepSelected
 from .widgets.common import env_frozen
@@ -47,7 +46,6 @@ from .widgets.step_list import ALL_STEPS, TITLES, StepList
 
 LOG_FLUSH_S = 0.1
 LAUNCH_STEPS = ("baseline", "eagle3")
-OK = ("passed", "warned")
 
 
 class SpecdecApp(App[int]):
@@ -185,21 +183,21 @@ class SpecdecApp(App[int]):
 
     @property
     def cursor(self) -> str | None:
-        """The step `n` runs next: Profile until the run starts, then the first requested step not yet passed."""
-        if self.status["profile"] != "passed":
+        """The step `n` runs next: Profile until the run starts, then what the engine says runs next."""
+        if self.status["profile"] != "passed" or self.engine is None:
             return "profile"
         if self.closed:
             return None
-        for sid in ev.STEP_IDS:
-            if sid in self.requested_steps and self.status[sid] not in OK + ("skipped",):
-                return sid
-        return None
+        return self.engine.next_step()
 
     @property
     def failed_step(self) -> str | None:
+        """The step `r` retries: the engine's next step when its last attempt did not pass."""
         c = self.cursor
-        if c and c != "profile" and self.status.get(c) in ("failed", "interrupted", "unavailable"):
-            return c
+        if c and c != "profile" and self.engine is not None:
+            st = self.engine.status_of(c)
+            if st is not None and not st.settled:
+                return c
         return None
 
     def _update_header(self) -> None:
@@ -315,6 +313,9 @@ class SpecdecApp(App[int]):
             return
         if isinstance(e, ev.StepStarted):
             if step in self.status:
+                self.query_one(ProfilePane).lock_profile()
+                if e.attempt > 1:  # a retry: the earlier attempt's diagnoses are gone from the report too
+                    self.query_one(ResultsPane).drop_diagnoses(step)
                 self.pane(step).reset()
                 self.set_step_status(step, "running")
                 if self.busy == step and not self._quitting:
@@ -324,6 +325,9 @@ class SpecdecApp(App[int]):
             if step in self.status:
                 self.pane(step).handle(e)
                 self.set_step_status(step, e.status, e.seconds, e.summary)
+                if e.status in ("failed", "unavailable", "interrupted") and self.engine is not None \
+                        and not self._quitting:
+                    self.query_one(ProfilePane).unlock_for_retry(self.engine.profile)
             self._update_header()
             return
         if isinstance(e, ev.RunFinished):
@@ -354,6 +358,9 @@ class SpecdecApp(App[int]):
 
     @on(ProfilePane.Changed)
     def _profile_changed(self, msg: ProfilePane.Changed) -> None:
+        if self.engine is None and msg.profile is None and self.query_one(ProfilePane).base is None:
+            self.profile = None  # a bad file or path: no profile is active until one is chosen
+            self._update_header()
         if self.engine is None and msg.profile is not None:
             self.profile = msg.profile
             self._update_header()
@@ -478,60 +485,84 @@ class SpecdecApp(App[int]):
             return
         if self.cursor == "profile":
             if self._ensure_engine():
-                self._start_worker([], open_first=True, then_show=self.cursor)
+                self._start_worker("open", then_show=self.cursor)
             return
-        c = self.cursor
-        if c is None:
+        if self.cursor is None:
             return
-        self._start_worker([c])
+        self._start_worker("next")
 
     def action_run_all(self) -> None:
         if self.busy or self._quitting:
             return
-        first = self.cursor == "profile"
-        if first and not self._ensure_engine():
+        if self.cursor == "profile" and not self._ensure_engine():
             return
-        todo = [s for s in ev.STEP_IDS if s in self.requested_steps and self.status[s] not in OK + ("skipped",)]
-        self._start_worker(todo, open_first=first, all_=True)
+        self._start_worker("all")
 
     def action_retry(self) -> None:
         if self.busy or self._quitting:
             return
         f = self.failed_step
-        if f:
-            self._start_worker([f])
+        if not f or self.engine is None:
+            return
+        fixed: Profile | None = None
+        pane = self.query_one(ProfilePane)
+        if pane.retry_edits():
+            try:
+                fixed = pane.current_profile()
+            except ProfileError as exc:
+                self.notify(f"Fix the settings first: {exc}", severity="error", timeout=8)
+                self.show_step("profile")
+                return
+        self._start_worker("retry", profile=fixed)
 
-    def _start_worker(self, sids: list[str], open_first: bool = False, all_: bool = False,
-                      then_show: str | None = None) -> None:
+    def _start_worker(self, mode: str, then_show: str | None = None, profile: Profile | None = None) -> None:
+        """mode: "open" (accept the profile), "next" (one step), "all" (until a failure), "retry"."""
         self._worker_done = asyncio.Event()
         self.step_done.clear()
-        self._step_worker = self.run_worker(self._run_steps(sids, open_first, all_, then_show, self._worker_done),
+        self._step_worker = self.run_worker(self._run_steps(mode, then_show, profile, self._worker_done),
                                             name="engine-steps", group="engine", exit_on_error=False,
                                             description="Running specdec-tui steps")
 
-    async def _run_steps(self, sids: list[str], open_first: bool, all_: bool, then_show: str | None,
+    def _set_busy(self, sid: str | None) -> None:
+        self.busy = sid
+        self._update_header()
+        self._update_hint()
+        self.refresh_bindings()
+
+    async def _run_steps(self, mode: str, then_show: str | None, profile: Profile | None,
                          done: asyncio.Event) -> None:
+        """Drive the engine's run loop; what runs next, what a retry resets and the exit code are the
+        engine's decisions (the headless runner drives the same loop)."""
         engine = self.engine
         assert engine is not None
         try:
-            if open_first:
+            if not engine.opened:
                 await engine.open()
                 if then_show:
                     self.show_step(then_show)
-            for sid in sids:
-                self.busy = sid
-                self._update_header()
-                self._update_hint()
-                self.refresh_bindings()
-                res = await engine.run_step(sid)
-                self.busy = None
-                self.status[sid] = res.status  # the StepFinished message updates the widgets
-                if res.status not in OK:
-                    break
+            if mode == "retry":
+                sid = self.failed_step
+                if sid is not None:
+                    self._set_busy(sid)
+                    await engine.retry(sid, profile)
+                    if profile is not None:
+                        self.profile = engine.profile
+                        self.query_one(ProfilePane).accept_retry(engine.profile)
+            elif mode == "next":
+                sid = engine.next_step()
+                if sid is not None:
+                    self._set_busy(sid)
+                    await engine.run_step(sid)
+            elif mode == "all":
+                while engine.failed_step is None and (sid := engine.next_step()) is not None:
+                    self._set_busy(sid)
+                    res = await engine.run_step(sid)
+                    if not res.status.settled:
+                        break
             self.busy = None
-            if self.cursor is None and not self.closed:
-                # Every requested step has passed: end the run (report, RunFinished) like the headless runner.
-                await engine.close(None)
+            if engine.next_step() is None and not engine.closed:
+                # Every requested step is done: end the run (report, RunFinished) like the headless runner.
+                await engine.finish()
                 self.show_step("results")
         finally:
             self.busy = None
@@ -569,9 +600,11 @@ class SpecdecApp(App[int]):
             paths = export_paths(eng.run.file("report.json"))
             self.query_one(ResultsPane).set_exports(paths, final=True)
         else:
-            code = EXIT_FAILED if any(r.status not in OK for r in eng.results.values()) else 0
-            rep = report_mod.build_report(eng.profile, eng.run, eng.results, eng.ctx, code)
-            path = report_mod.write_report(eng.run, rep)
+            path = eng.interim_report()
+            if path is None:
+                self.notify("The report could not be written (see report.error.log in the run directory).",
+                            severity="error", timeout=8)
+                return
             paths = export_paths(path)
             self.query_one(ResultsPane).set_exports(paths, final=False)
         self.show_step("results")
@@ -615,18 +648,9 @@ class SpecdecApp(App[int]):
         if self.closed:
             return self.exit_code if self.exit_code is not None else 0
         eng = self.engine
-        failed = next((sid for sid in ev.STEP_IDS if sid in eng.results and eng.results[sid].status not in OK), None)
-        if failed is not None and not was_busy:
-            # Like the headless runner: the steps after a failed one are recorded as skipped.
-            for sid in ev.STEP_IDS:
-                if sid in self.requested_steps and sid not in eng.results:
-                    eng.skip_step(sid, f"skipped: step '{failed}' failed")
-            code = await eng.close(None)
-        elif all(sid in eng.results for sid in self.requested_steps):
-            code = await eng.close(None)
-        else:
-            code = await eng.close(EXIT_INTERRUPTED)
-        return code
+        # Quitting while a step ran interrupts the run; otherwise the engine ends it as the headless
+        # runner would (after a failure the remaining steps are recorded as skipped).
+        return await eng.finish(interrupted=was_busy or (eng.failed_step is None and eng.next_step() is not None))
 
     # -- command palette -------------------------------------------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:

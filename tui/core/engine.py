@@ -1,8 +1,12 @@
 """The engine: runs the requested steps of a profile in order and emits events to a sink.
 
-Both front ends (headless and Textual) drive this class and nothing else. It owns the run directory
-(state.json after every step, report at the end), the loopback hub of simulated runs, and the cleanup
-of every child process, whatever way the run ends.
+Both front ends (headless and Textual) drive this class and nothing else, through one run loop:
+`open()`, then `run_next()` (the next requested step; after a failure that is the failed step again),
+`retry(step, profile=...)` (run a failed step again, optionally with corrected settings), `interim_report()`
+and `finish()`. The engine alone decides what runs next, what a retry resets, which diagnoses belong to the
+report (those of each step's latest attempt) and the exit code. It owns the run directory (state.json
+after every step, report at the end), the loopback hub of simulated runs, and the cleanup of every child
+process, whatever way the run ends.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import importlib.util
 import json
 import time
 import traceback
+from enum import IntEnum
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,15 +34,26 @@ from .events import (
     Sink,
     StepFinished,
     StepStarted,
+    StepStatus,
 )
 from .profile import Profile
 from .rundir import RunDir, atomic_write_text, redact
 from .steps.base import StepContext, StepResult
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+
+class ExitCode(IntEnum):
+    """The process exit codes of a run (headless and interactive alike)."""
+
+    OK = 0  # every requested step passed (warnings allowed)
+    FAILED = 1  # a step failed; the steps after it are reported as skipped
+    USAGE = 2  # bad command line, profile or run directory
+    INTERRUPTED = 130  # stopped by a signal or the operator before the run was complete
+
+
+EXIT_OK = ExitCode.OK
+EXIT_FAILED = ExitCode.FAILED
+EXIT_USAGE = ExitCode.USAGE
+EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 
 STEP_MODULES = {sid: f"tui.core.steps.{sid}" for sid in STEP_IDS}
 
@@ -79,6 +95,8 @@ class Engine:
             if isinstance(st, dict) and isinstance(st.get("facts"), dict) and st.get("status") in ("passed", "warned"):
                 self.ctx.shared[sid] = st["facts"]
         self.exit_code: int | None = None
+        self.attempts: dict[str, int] = {}
+        self.opened = False
 
     # -- events -------------------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
@@ -136,8 +154,12 @@ class Engine:
 
     # -- running -----------------------------------------------------------------------------------
     async def run_step(self, sid: str) -> StepResult:
+        """Run one step (a first attempt or a retry). Diagnoses of the step's earlier attempt are dropped."""
         title = STEP_TITLES[sid]
-        self._emit(StepStarted(sid, title))
+        self.attempts[sid] = self.attempts.get(sid, 0) + 1
+        self.ctx.diagnoses[:] = [d for d in self.ctx.diagnoses if d.step != sid]
+        self.results.pop(sid, None)
+        self._emit(StepStarted(sid, title, attempt=self.attempts[sid]))
         t0 = time.monotonic()
         self.run.update_step(sid, status="running", started=time.time())
         if not step_available(sid):
@@ -148,8 +170,9 @@ class Engine:
                 res = await mod.run(self.ctx)
             except asyncio.CancelledError:
                 secs = time.monotonic() - t0
+                self.results[sid] = StepResult(StepStatus.INTERRUPTED, "interrupted")
                 self.run.update_step(sid, status="interrupted", seconds=round(secs, 3), summary="interrupted")
-                self._emit(StepFinished(sid, "interrupted", secs, "interrupted"))
+                self._emit(StepFinished(sid, StepStatus.INTERRUPTED, secs, "interrupted"))
                 raise
             except Exception as exc:  # a bug or an unexpected environment: report, keep the trace on disk
                 tb = traceback.format_exc()
@@ -157,9 +180,12 @@ class Engine:
                 res = StepResult("failed", f"internal error: {type(exc).__name__}: {redact(str(exc))} "
                                            f"(traceback in {sid}.error.log)")
         secs = time.monotonic() - t0
+        res.status = StepStatus(res.status)
         self.results[sid] = res
-        if res.status in ("passed", "warned"):
+        if res.status.ok:
             self.ctx.shared[sid] = res.facts
+        else:
+            self.ctx.shared.pop(sid, None)
         self.run.update_step(sid, status=res.status, seconds=round(secs, 3), summary=res.summary,
                              facts=res.facts, finished=time.time())
         self._emit(StepFinished(sid, res.status, secs, res.summary))
@@ -173,6 +199,7 @@ class Engine:
         self.run.save_state()
         self.run.write_text("profile.toml", prof.to_toml())
         self._start_simulation()  # before RunStarted, so placeholders such as {sim_hub} resolve from then on
+        self.opened = True
         self._emit(RunStarted("", prof.name, str(self.run.path), tuple(self.steps), prof.simulated))
         if self._hub is not None:
             self._emit(Notice("", "info", f"simulated backend: loopback hub and dataset mirror at {self._hub.url}"))
@@ -182,41 +209,135 @@ class Engine:
         await self._cleanup()
 
     async def close(self, code: int | None = None) -> int:
-        """End a run: stop children, stop the simulated backend, write the report; emits RunFinished."""
+        """End a run: stop children, stop the simulated backend, write the report; emits RunFinished.
+        Front ends call `finish()`, which decides the code; `close` takes it as given."""
         if code is None:
-            code = EXIT_OK
-            for res in self.results.values():
-                if res.status not in ("passed", "warned"):
-                    code = EXIT_FAILED
+            code = self.current_exit_code()
         await self._cleanup()
         self._stop_simulation()
         report_path = self._write_report(code)
-        self.exit_code = code
-        self._emit(RunFinished("", code, str(report_path) if report_path else None))
-        return code
+        self.exit_code = int(code)
+        self._emit(RunFinished("", int(code), str(report_path) if report_path else None))
+        return int(code)
+
+    # -- the run loop (both front ends) --------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self.exit_code is not None
+
+    def status_of(self, sid: str) -> StepStatus | None:
+        res = self.results.get(sid)
+        return res.status if res is not None else None
+
+    @property
+    def failed_step(self) -> str | None:
+        """The first requested step whose latest attempt failed (the run stops there). An interrupted
+        step is not failed: it is simply run again next."""
+        for sid in self.steps:
+            st = self.status_of(sid)
+            if st in (StepStatus.FAILED, StepStatus.UNAVAILABLE):
+                return sid
+        return None
+
+    def next_step(self) -> str | None:
+        """The step `run_next` runs: the first requested step that is not settled (a failed one again)."""
+        if self.closed:
+            return None
+        for sid in self.steps:
+            st = self.status_of(sid)
+            if st is None or not st.settled:
+                return sid
+        return None
+
+    def remaining_steps(self) -> list[str]:
+        """The requested steps not yet run to an end, in order (interrupted ones included)."""
+        return [sid for sid in self.steps
+                if self.status_of(sid) in (None, StepStatus.INTERRUPTED)]
+
+    def current_exit_code(self) -> ExitCode:
+        """The exit code the run would end with now: FAILED after a failure, OK when every requested step
+        is settled, INTERRUPTED when steps are still to run."""
+        if self.failed_step is not None:
+            return ExitCode.FAILED
+        if all((st := self.status_of(sid)) is not None and st.settled for sid in self.steps):
+            return ExitCode.OK
+        return ExitCode.INTERRUPTED
+
+    async def run_next(self) -> StepResult | None:
+        """Run the next step (opening the run first if needed). None when nothing is left to run."""
+        if not self.opened:
+            await self.open()
+        sid = self.next_step()
+        if sid is None:
+            return None
+        return await self.run_step(sid)
+
+    def set_profile(self, profile: Profile) -> None:
+        """Use corrected settings from now on (a fix in place before a retry). The report and profile.toml
+        describe the profile the run ends with."""
+        self.profile = profile
+        self.ctx.profile = profile
+        self.run.state.update({"profile": profile.name, "profile_source": profile.source})
+        self.run.save_state()
+        self.run.write_text("profile.toml", profile.to_toml())
+
+    async def retry(self, sid: str, profile: Profile | None = None) -> StepResult:
+        """Run `sid` again, optionally with a corrected profile. The steps after it that had run are reset
+        (they depend on it): their results, facts and diagnoses are dropped."""
+        if sid not in self.steps:
+            raise ValueError(f"step {sid!r} is not part of this run ({', '.join(self.steps)})")
+        if not self.opened:
+            await self.open()
+        if profile is not None:
+            self.set_profile(profile)
+        later = self.steps[self.steps.index(sid) + 1:]
+        for other in later:
+            if other in self.results:
+                self.results.pop(other)
+                self.ctx.shared.pop(other, None)
+                self.ctx.diagnoses[:] = [d for d in self.ctx.diagnoses if d.step != other]
+                self.run.update_step(other, status="pending", summary="reset by a retry of " + sid)
+        return await self.run_step(sid)
+
+    async def run_until_failure(self) -> int:
+        """Run the remaining steps in order until one fails, then finish. Returns the exit code."""
+        try:
+            if not self.opened:
+                await self.open()
+            while self.failed_step is None and (sid := self.next_step()) is not None:
+                await self.run_step(sid)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            self._emit(Notice("", "warning", "interrupted: stopping child processes"))
+            return await self.finish(interrupted=True)
+        return await self.finish()
+
+    async def finish(self, interrupted: bool = False) -> int:
+        """End the run: the steps after a failed one are recorded as skipped, then the report. Idempotent."""
+        if self.closed:
+            return int(self.exit_code or 0)
+        if not self.opened:
+            await self.open()
+        failed = self.failed_step
+        if interrupted:
+            code = ExitCode.INTERRUPTED
+        elif failed is not None:
+            for sid in self.remaining_steps():
+                self.skip_step(sid, f"skipped: step '{failed}' failed")
+            code = ExitCode.FAILED
+        else:
+            code = self.current_exit_code()
+        return await self.close(code)
+
+    def interim_report(self) -> Path | None:
+        """Write report.md/json/summary.csv for the run so far (the run stays open)."""
+        return self._write_report(self.current_exit_code())
 
     async def run_all(self) -> int:
-        code = EXIT_OK
-        try:
-            await self.open()
-            failed_at: str | None = None
-            for sid in self.steps:
-                if failed_at is not None:
-                    self.skip_step(sid, f"skipped: step '{failed_at}' failed")
-                    continue
-                res = await self.run_step(sid)
-                if res.status not in ("passed", "warned"):
-                    failed_at = sid
-                    code = EXIT_FAILED
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            code = EXIT_INTERRUPTED
-            self._emit(Notice("", "warning", "interrupted: stopping child processes"))
-        finally:
-            await self.close(code)
-        return code
+        return await self.run_until_failure()
 
     def skip_step(self, sid: str, summary: str) -> None:
-        self.results[sid] = StepResult("skipped", summary)
+        self.ctx.diagnoses[:] = [d for d in self.ctx.diagnoses if d.step != sid]
+        self.results[sid] = StepResult(StepStatus.SKIPPED, summary)
         self.run.update_step(sid, status="skipped", seconds=0.0, summary=summary)
         self._emit(StepStarted(sid, STEP_TITLES[sid]))
         self._emit(StepFinished(sid, "skipped", 0.0, summary))
@@ -266,5 +387,5 @@ def run_engine_blocking(engine: Engine, on_signal: Callable[[], None] | None = N
         return EXIT_INTERRUPTED
 
 
-__all__ = ["Engine", "parse_steps", "run_engine_blocking", "step_available", "EXIT_OK", "EXIT_FAILED",
+__all__ = ["Engine", "ExitCode", "parse_steps", "run_engine_blocking", "step_available", "EXIT_OK", "EXIT_FAILED",
            "EXIT_USAGE", "EXIT_INTERRUPTED"]

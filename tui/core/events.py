@@ -8,11 +8,31 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Callable, Literal
 
 FactStatus = Literal["pass", "warn", "fail", "info"]
-StepStatus = Literal["passed", "warned", "failed", "skipped", "unavailable", "interrupted"]
 Severity = Literal["error", "warning", "info"]
+
+
+class StepStatus(StrEnum):
+    """How a step ended. A StrEnum: members compare equal to their strings and serialise as them."""
+
+    PASSED = "passed"
+    WARNED = "warned"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    UNAVAILABLE = "unavailable"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def ok(self) -> bool:
+        return self in (StepStatus.PASSED, StepStatus.WARNED)
+
+    @property
+    def settled(self) -> bool:
+        """Nothing is left to do for the step: it passed, warned or was skipped."""
+        return self in (StepStatus.PASSED, StepStatus.WARNED, StepStatus.SKIPPED)
 
 STEP_IDS: tuple[str, ...] = ("env", "checkpoints", "dataset", "baseline", "eagle3", "results")
 STEP_TITLES: dict[str, str] = {
@@ -52,8 +72,12 @@ class RunFinished(Event):
 
 @dataclass(frozen=True)
 class StepStarted(Event):
+    """A step (re)starts. attempt > 1 is a retry: front ends drop what they showed of the earlier attempt,
+    its diagnoses included (the engine drops them from the report too)."""
+
     title: str
     ts: float = field(default_factory=_now)
+    attempt: int = 1
 
 
 @dataclass(frozen=True)

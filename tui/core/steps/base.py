@@ -46,6 +46,9 @@ class StepResult:
     summary: str
     facts: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        self.status = StepStatus(self.status)  # steps may pass the plain string
+
 
 class FactRecorder:
     """Collects facts for a step, emits each one, and computes the step status from them."""
@@ -74,10 +77,10 @@ class FactRecorder:
 
     def status(self) -> StepStatus:
         if self.failed:
-            return "failed"
+            return StepStatus.FAILED
         if self.warned:
-            return "warned"
-        return "passed"
+            return StepStatus.WARNED
+        return StepStatus.PASSED
 
     def summary(self) -> str:
         n = len(self.facts)
