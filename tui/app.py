@@ -14,7 +14,11 @@ messages; every other event becomes one `EngineEvent` message.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import sys
+import termios
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -45,6 +49,8 @@ from .widgets.header import HeaderBar
 from .widgets.step_list import ALL_STEPS, TITLES, StepList
 
 LOG_FLUSH_S = 0.1
+TERMINAL_LOSS_EXIT_S = 4.0  # the backstop: exit this long after the terminal went away, whatever blocks
+TTY_POLL_S = 0.5
 LAUNCH_STEPS = ("baseline", "eagle3")
 
 
@@ -99,6 +105,7 @@ class SpecdecApp(App[int]):
         self._step_worker: Any = None
         self._worker_done: asyncio.Event | None = None
         self._quitting = False
+        self._terminal_lost = False
         self._run_started_at = 0.0
         # Sink buffers.
         self._raw_buf: dict[str, list[str]] = {}
@@ -149,13 +156,37 @@ class SpecdecApp(App[int]):
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGHUP):
                 try:
-                    loop.add_signal_handler(sig, self._on_signal)
+                    loop.add_signal_handler(sig, self._on_signal, sig)
                 except (NotImplementedError, RuntimeError, ValueError):
                     pass
 
-    def _on_signal(self) -> None:
+    def _on_signal(self, sig: int = signal.SIGTERM) -> None:
+        if sig == signal.SIGHUP:
+            self.terminal_lost()
+            return
         if not self._quitting:
             self.call_later(self._start_shutdown)
+
+    # -- terminal loss ---------------------------------------------------------------------------------------
+    def terminal_lost(self) -> None:
+        """The terminal went away (SIGHUP, or EIO/EOF on the tty: an SSH drop, a killed tmux). Nobody can
+        answer a dialog any more: stop the children with a short grace, write the report, and exit within
+        TERMINAL_LOSS_EXIT_S even if Textual's own teardown blocks on the dead terminal."""
+        if self._terminal_lost:
+            return
+        self._terminal_lost = True
+        _detach_from_terminal()
+        if self.engine is not None:
+            self.engine.hurry()
+        threading.Thread(target=self._backstop_exit, name="terminal-loss-backstop", daemon=True).start()
+        # A quit dialog may be open: nobody can answer it. A shutdown already under way ends with os._exit.
+        self._start_shutdown()
+
+    def _backstop_exit(self) -> None:
+        time.sleep(TERMINAL_LOSS_EXIT_S)
+        if self.engine is not None:
+            self.engine.cleanup_sync()  # SIGKILL whatever is left of the children
+        os._exit(self.exit_code if self.exit_code is not None else EXIT_INTERRUPTED)
 
     # -- helpers -----------------------------------------------------------------------------------------------
     def pane(self, step: str) -> StepPane:
@@ -637,6 +668,10 @@ class SpecdecApp(App[int]):
             code = await self.finish_run()
         finally:
             self.shutdown_done.set()
+        if self._terminal_lost:
+            # The report is written and the children are gone; Textual's teardown would write to (and can
+            # block on) the dead terminal.
+            os._exit(code)
         self.exit(code)
 
     async def finish_run(self) -> int:
@@ -684,12 +719,54 @@ class SpecdecApp(App[int]):
                         severity="error", timeout=15)
 
 
+def _detach_from_terminal() -> None:
+    """Point stdin/stdout/stderr at /dev/null: writes to a hung-up tty fail (EIO) or block."""
+    try:
+        null = os.open(os.devnull, os.O_RDWR)
+    except OSError:
+        return
+    for fd in (0, 1, 2):
+        try:
+            os.dup2(null, fd)
+        except OSError:
+            pass
+    os.close(null)
+
+
+def _tty_alive(fd: int) -> bool:
+    try:
+        termios.tcgetattr(fd)
+        return True
+    except (termios.error, OSError, ValueError):
+        return False
+
+
+def _watch_terminal(app: SpecdecApp, fd: int, stop: threading.Event) -> None:
+    """EIO/EOF on the tty without a SIGHUP (the app ignored it, or was not the session leader)."""
+    while not stop.wait(TTY_POLL_S):
+        if not _tty_alive(fd):
+            try:
+                app.call_from_thread(app.terminal_lost)
+            except Exception:
+                pass
+            return
+
+
 def run_app(profile: Profile | None, run_dir: str | Path | None, steps: list[str] | None = None) -> int:
     """Run the interactive app; returns the engine's exit code (130 when the run was interrupted)."""
     app = SpecdecApp(profile=profile, run_dir=run_dir, steps=steps, handle_signals=True)
+    stop_watch = threading.Event()
+    try:
+        tty_fd = sys.__stdin__.fileno() if sys.__stdin__ is not None else -1
+    except (OSError, ValueError):
+        tty_fd = -1
+    if tty_fd >= 0 and os.isatty(tty_fd):
+        threading.Thread(target=_watch_terminal, args=(app, tty_fd, stop_watch), name="tty-watch",
+                         daemon=True).start()
     try:
         result = app.run()
     finally:
+        stop_watch.set()
         if app.engine is not None and not app.closed:
             app.engine.cleanup_sync()  # last resort: never leave a server behind
     if result is None:

@@ -143,6 +143,13 @@ class Engine:
             except Exception:
                 proc.kill_now()
 
+    def hurry(self, grace_s: float = 1.0) -> None:
+        """Nobody is watching any more (the terminal went away): from now on every child is stopped with a
+        short SIGINT grace before SIGTERM, so the whole shutdown fits in a few seconds."""
+        for proc in self.ctx.cleanups:
+            if getattr(proc, "grace_s", 0.0) > grace_s:
+                proc.grace_s = grace_s
+
     def cleanup_sync(self) -> None:
         """Last-resort synchronous cleanup (e.g. from an atexit hook)."""
         for proc in list(self.ctx.cleanups):
