@@ -1,4 +1,6 @@
-"""What every step pane shares: a title line with the step's state and a hint for the next key."""
+"""What every step pane shares: a title line with the step's state and a hint for the next key, and a
+failure banner right under it: when the step fails, the pane starts with the diagnosis (title, the
+decisive evidence, the remedy), visible without scrolling at 80×24."""
 
 from __future__ import annotations
 
@@ -8,7 +10,59 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from tui.core import events as ev
-from tui.widgets.common import STEP_ICONS, fmt_secs
+from tui.widgets.common import STEP_ICONS, fmt_secs, status_style
+
+FAILED_STATES = ("failed", "unavailable")
+_DECISIVE_WORDS = ("error", "failed", "fail", "exception", "out of memory", "oom", "refused", "killed",
+                   "timed out", "timeout", "not found", "mismatch", "busy", "cannot", "denied", "no such")
+EVIDENCE_LINES = 2
+EVIDENCE_CHARS = 220
+
+
+def decisive_evidence(evidence: tuple[str, ...] | list[str], n: int = EVIDENCE_LINES) -> list[str]:
+    """The evidence lines that carry the failure (an error signature) first, then the rest, at most n."""
+    lines = [e.strip() for e in evidence if e and e.strip()]
+    hot = [e for e in lines if any(w in e.lower() for w in _DECISIVE_WORDS)]
+    rest = [e for e in lines if e not in hot]
+    return (hot + rest)[:n]
+
+
+def _clip(text: str, limit: int = EVIDENCE_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class FailureBanner(Static):
+    """The lead problem of a failed step: a diagnosis (errors first) or else the first failed check."""
+
+    DEFAULT_CSS = """
+    FailureBanner { height: auto; display: none; border-left: thick $error; padding: 0 0 0 1; margin: 0 0 1 0; }
+    FailureBanner.-shown { display: block; }
+    """
+
+    def show_problem(self, diag: ev.Diagnosis | None, fact: ev.Fact | None) -> None:
+        t = Text()
+        if diag is not None:
+            t.append(f"✗ {diag.title}", style="bold")
+            t.append(f"  ({diag.id})", style="dim")
+            for line in decisive_evidence(diag.evidence):
+                t.append("\n  ")
+                t.append(_clip(line), style="italic")
+            t.append("\nFix: ", style="bold")
+            t.append(diag.remedy)
+        elif fact is not None:
+            t.append(f"✗ {fact.name}: {fact.value}", style="bold")
+            if fact.detail:
+                t.append("\n  ")
+                t.append(_clip(fact.detail), style="italic")
+            if fact.remedy:
+                t.append("\nFix: ", style="bold")
+                t.append(fact.remedy)
+        else:
+            self.set_class(False, "-shown")
+            return
+        t.append("\nr retries (edit the settings on the Profile pane first) · e exports the report", style="dim")
+        self.update(t)
+        self.set_class(True, "-shown")
 
 STATE_WORDS = {
     "pending": "not run yet",
@@ -41,10 +95,43 @@ class StepPane(Vertical):
         self.seconds: float | None = None
         self.summary = ""
         self.hint = ""
+        self.problem_diagnoses: list[ev.Diagnosis] = []
+        self.problem_facts: list[ev.Fact] = []
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="pane-title", markup=False)
+        yield FailureBanner("", classes="failure-banner", markup=False)
         yield from self.compose_body()
+
+    # -- the failure banner ------------------------------------------------------------------------------
+    def note_problem(self, event: ev.Event) -> None:
+        """Every diagnosis and failed check of this step's current attempt (the app forwards them)."""
+        if isinstance(event, ev.Diagnosis):
+            self.problem_diagnoses.append(event)
+        elif isinstance(event, ev.Fact) and event.status == "fail":
+            self.problem_facts.append(event)
+        if self.state in FAILED_STATES:
+            self._draw_banner()
+
+    def lead_problem(self) -> tuple[ev.Diagnosis | None, ev.Fact | None]:
+        order = {"error": 0, "warning": 1, "info": 2}
+        diags = sorted(self.problem_diagnoses, key=lambda d: order.get(d.severity, 3))
+        return (diags[0] if diags else None), (self.problem_facts[0] if self.problem_facts else None)
+
+    def _draw_banner(self) -> None:
+        try:
+            banner = self.query_one(FailureBanner)
+        except Exception:
+            return
+        if self.state in FAILED_STATES:
+            banner.show_problem(*self.lead_problem())
+        else:
+            banner.set_class(False, "-shown")
+
+    def clear_problems(self) -> None:
+        self.problem_diagnoses.clear()
+        self.problem_facts.clear()
+        self._draw_banner()
 
     def compose_body(self) -> ComposeResult:
         yield from ()
@@ -59,7 +146,10 @@ class StepPane(Vertical):
             self.seconds = seconds
         if summary or state == "running":
             self.summary = summary
+        if state == "running":
+            self.clear_problems()
         self.refresh_title()
+        self._draw_banner()
 
     def set_hint(self, hint: str) -> None:
         self.hint = hint
@@ -71,6 +161,7 @@ class StepPane(Vertical):
         icon = STEP_ICONS.get(self.state, "")
         style = {"passed": "green", "warned": "yellow", "failed": "bold red", "interrupted": "magenta",
                  "running": "bold cyan"}.get(self.state, "dim")
+        style = status_style(style)
         words = self.STATE_WORDS.get(self.state) or STATE_WORDS.get(self.state, self.state)
         t.append(f"  {icon} {words}", style=style)
         if self.seconds is not None and self.state not in ("pending", "running", "excluded"):

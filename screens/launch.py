@@ -15,7 +15,7 @@ from textual.widgets import Static
 
 from tui.core import events as ev
 from tui.widgets.facts import facts_text
-from tui.widgets.common import FACT_ICONS
+from tui.widgets.common import FACT_ICONS, status_style
 from tui.widgets.diagnosis import DiagnosisPanel
 from tui.widgets.gauges import HostGauges
 from tui.widgets.log_view import LogPanel, LogView
@@ -176,14 +176,16 @@ class LaunchPane(StepPane):
             t.append("after the server is ready: one greedy completion", style="dim")
         else:
             f = self.smoke
-            t.append(FACT_ICONS.get(f.status, "?"), style="bold green" if f.status == "pass" else "bold red")
+            t.append(FACT_ICONS.get(f.status, "?"), style=status_style("bold green" if f.status == "pass" else "bold red"))
             t.append(f" {f.value}")
-            if f.detail:
-                t.append(f" — {f.detail}", style="dim")
             if self.lossless is not None:
+                # Both on one line at 80 columns: the smoke detail gives way to the lossless verdict.
                 lf = self.lossless
-                t.append(f"   {FACT_ICONS.get(lf.status, '?')} {lf.value}",
-                         style="" if lf.status == "pass" else "bold yellow")
+                t.append("   lossless ", style="bold")
+                t.append(FACT_ICONS.get(lf.status, "?") + ("" if lf.status == "pass" else f" {lf.value}"),
+                         style="" if lf.status == "pass" else status_style("bold yellow"))
+            elif f.detail:
+                t.append(f" — {f.detail}", style="dim")
         self.query_one(".launch-smoke", Static).update(t)
 
     def _draw_bench(self) -> None:
@@ -214,7 +216,7 @@ class LaunchPane(StepPane):
 
     def _draw_problems(self) -> None:
         box = self.query_one("#problems", VerticalScroll)
-        t = facts_text(self.failed_facts, icon_style="bold red", remedy_always=True)
+        t = facts_text(self.failed_facts, icon_style=status_style("bold red"), remedy_always=True)
         facts = self.query_one(".problem-facts", Static)
         facts.update(t)
         facts.display = bool(self.failed_facts)

@@ -29,6 +29,19 @@ def export_paths(report_json: str | Path) -> dict[str, Path]:
     d = Path(report_json).parent
     return {"report.md": d / "report.md", "report.json": d / "report.json", "summary.csv": d / "summary.csv"}
 
+# At 80 columns the pane is about 52 wide: labels are shortened on purpose, never cut mid-unit.
+NARROW_WIDTH = 64
+SHORT_LABELS = {
+    "Output throughput (tok/s)": "Output tok/s",
+    "Request throughput (req/s)": "Requests/s",
+    "Mean ITL, per chunk (ms)": "Mean ITL/chunk (ms)",
+    "Median ITL, per chunk (ms)": "Med. ITL/chunk (ms)",
+    "P99 ITL, per chunk (ms)": "P99 ITL/chunk (ms)",
+    "Per-position acceptance (%)": "Accept. per pos. (%)",
+    "Acceptance rate (%)": "Acceptance (%)",
+    "Acceptance length": "Accept. length",
+}
+
 
 class ResultsPane(StepPane):
     DEFAULT_CSS = """
@@ -122,12 +135,30 @@ class ResultsPane(StepPane):
         self.query_one("#headline-text", Static).update(t)
         self._show("#headline")
 
+        self._draw_table()
+        acc = self.query_one(AcceptanceBars)
+        acc.set_values(e.get("acceptance_rate"), e.get("acceptance_length"), e.get("per_position_acceptance"),
+                       self.num_spec, e.get("acceptance_source"))
+        self._show("#acceptance")
+        self.query_one(CompareChart).set_runs(runs)
+        self._show("#chart")
+
+    def on_resize(self) -> None:
+        if self.payload is not None:
+            self._draw_table()
+
+    def _draw_table(self) -> None:
+        """The comparison table; below NARROW_WIDTH columns the labels are abbreviated on purpose (values
+        and units are never cut)."""
+        payload = self.payload or {}
+        narrow = 0 < self.size.width < NARROW_WIDTH
         table = Table(box=box.SIMPLE_HEAD, expand=True, show_edge=False, pad_edge=False)
         table.add_column("Metric", ratio=1, no_wrap=True, overflow="ellipsis")
         table.add_column("Baseline", justify="right", min_width=8, no_wrap=True)
         table.add_column("EAGLE3", justify="right", min_width=8, no_wrap=True)
         for label, bv, xv in payload.get("rows") or []:
-            table.add_row(str(label), str(bv), str(xv))
+            label = str(label)
+            table.add_row(SHORT_LABELS.get(label, label) if narrow else label, str(bv), str(xv))
         cmp_static = self.query_one("#comparison", Static)
         notes = payload.get("notes") or []
         if notes:
@@ -137,13 +168,6 @@ class ResultsPane(StepPane):
         else:
             cmp_static.update(table)
         self._show("#comparison")
-
-        acc = self.query_one(AcceptanceBars)
-        acc.set_values(e.get("acceptance_rate"), e.get("acceptance_length"), e.get("per_position_acceptance"),
-                       self.num_spec, e.get("acceptance_source"))
-        self._show("#acceptance")
-        self.query_one(CompareChart).set_runs(runs)
-        self._show("#chart")
 
     def drop_diagnoses(self, step: str) -> None:
         """A step is retried: its earlier attempt's diagnoses no longer apply."""

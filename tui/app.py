@@ -372,9 +372,13 @@ class SpecdecApp(App[int]):
             return
         if isinstance(e, ev.Diagnosis):
             self.query_one(ResultsPane).add_diagnosis(e)
-            if step in LAUNCH_STEPS:
-                self.pane(step).handle(e)
+            if step in ev.STEP_IDS:
+                self.pane(step).note_problem(e)
+                if step != "results":
+                    self.pane(step).handle(e)
             return
+        if isinstance(e, ev.Fact) and e.status == "fail" and step in ev.STEP_IDS:
+            self.pane(step).note_problem(e)
         if isinstance(e, ev.Notice) and not step:
             if e.level != "info":
                 self.notify(e.text, severity="warning" if e.level == "warning" else "error")
@@ -401,23 +405,69 @@ class SpecdecApp(App[int]):
 
     # -- bindings ------------------------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        pane = self.current_pane_id if self._composed_ok() else "profile"
-        launch_visible = pane in LAUNCH_STEPS
+        """The footer offers only the keys that can act now; `why_not` says why the others cannot."""
         if self.screen is not self.screen_stack[0] and action not in ("quit", "help", "command_palette"):
             return False  # a modal is open: only its own keys
+        return self.why_not(action) is None
+
+    def why_not(self, action: str) -> str | None:
+        """None when `action` can act in the current state, else one sentence saying why not and what to do."""
+        if not self._composed_ok():
+            return None
+        pane = self.current_pane_id
+        busy = TITLES[self.busy] if self.busy else ""
         if action in ("next", "run_all"):
-            return not (self.closed or self.cursor is None or self.busy)
+            if self.closed:
+                return "The run has finished: e exports the report, ctrl+q quits."
+            if self.busy:
+                return f"{busy} is running: wait for it, or press s to stop its server."
+            if self.failed_step:
+                return (f"{TITLES[self.failed_step]} {self.status[self.failed_step]}: r retries it "
+                        "(edit the settings on the Profile pane first).")
+            if self.cursor is None:
+                return "Every step is done: e exports the report."
+            return None
         if action == "retry":
-            return bool(not self.busy and self.failed_step)
-        if action in ("focus_log", "follow", "log_mode", "log_filter", "show_command"):
-            return launch_visible
+            if self.busy:
+                return f"{busy} is running: wait for it, or press s to stop its server."
+            if not self.failed_step:
+                return "Nothing has failed: n runs the next step."
+            return None
+        if action in ("focus_log", "follow", "log_mode", "log_filter"):
+            if pane not in LAUNCH_STEPS:
+                return "The log belongs to the server steps: select Baseline server or EAGLE3 server."
+            return None
         if action == "stop_server":
-            return self.busy in LAUNCH_STEPS
+            return None if self.busy in LAUNCH_STEPS else "No server is running."
         if action == "export":
-            return self.engine is not None and not self.busy
+            if self.engine is None:
+                return "Nothing has run yet: n starts the run."
+            if self.busy:
+                return f"{busy} is running: export when it ends (or stop it with s)."
+            return None
         if action == "save_profile":
-            return pane == "profile"
-        return True
+            return None if pane == "profile" else "w saves the profile from the Profile pane: select it first."
+        return None
+
+    def on_key(self, event) -> None:
+        """A key whose action cannot act now says why (its binding is hidden from the footer)."""
+        if self.screen is not self.screen_stack[0] or isinstance(self.focused, Input):
+            return
+        action = self._key_actions().get(event.key)
+        if action is None:
+            return
+        reason = self.why_not(action)
+        if reason is not None:
+            event.stop()
+            self.notify(reason, title=f"{event.key}: not now", timeout=5)
+
+    def _key_actions(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for b in self.BINDINGS:
+            if isinstance(b, Binding):
+                for key in b.key.split(","):
+                    out[key.strip()] = b.action
+        return out
 
     def _composed_ok(self) -> bool:
         try:
@@ -459,11 +509,22 @@ class SpecdecApp(App[int]):
             lp.log_panel.action_focus_filter()
 
     def action_show_command(self) -> None:
+        """The exact commands: a launched server's own, else what the profile will run (the text of
+        --show-commands), from the first screen on."""
         lp = self._launch_pane()
-        if lp is None:
+        if lp is not None and lp.command_text:
+            script = str(self.run_dir / f"{lp.step}.command.sh") if self.run_dir else ""
+            self.push_screen(CommandScreen(lp.title, lp.command_text, lp.bench_command_text, script))
             return
-        script = str(self.run_dir / f"{lp.step}.command.sh") if self.run_dir and lp.command_text else ""
-        self.push_screen(CommandScreen(lp.title, lp.command_text, lp.bench_command_text, script))
+        try:
+            prof = self.engine.profile if self.engine is not None else self.query_one(ProfilePane).current_profile()
+        except ProfileError as exc:
+            self.notify(f"The profile is not valid yet: {exc}", severity="error", timeout=8)
+            return
+        from .core.commands import show_commands_text
+
+        run_dir = str(self.run_dir) if self.run_dir is not None else "./specdec-runs/<run>"
+        self.push_screen(CommandScreen(f"{prof.name} (planned)", show_commands_text(prof, run_dir), ""))
 
     def action_save_profile(self) -> None:
         pane = self.query_one(ProfilePane)
@@ -646,8 +707,11 @@ class SpecdecApp(App[int]):
         if self._quitting:
             return
         if self.busy:
-            what = (f"The {TITLES[self.busy]} is running (its server is up)." if self.busy in LAUNCH_STEPS
-                    else f"The {TITLES[self.busy]} step is running.")
+            what = f"The {TITLES[self.busy]} step is running."
+            if self.busy in LAUNCH_STEPS:
+                phase = self.query_one(f"#pane-{self.busy}", LaunchPane).timeline.current
+                what = (f"The {TITLES[self.busy]} is running" + (f" (phase: {phase})" if phase else "")
+                        + "; quitting stops it.")
 
             def answer(yes: bool | None) -> None:
                 if yes:

@@ -21,6 +21,25 @@ STEP_ICONS = {
     "excluded": "·",
 }
 FACT_ICONS = {"pass": "✓", "warn": "!", "fail": "✗", "info": "·"}
+
+# With NO_COLOR, Textual maps colours to greys: red becomes dark grey on near-black. Status must then be
+# carried by glyph and weight: failures reversed, warnings underlined, the rest bold.
+_MONO_STYLES = {
+    "bold red": "bold reverse", "red": "bold reverse",
+    "bold magenta": "bold reverse", "magenta": "bold reverse",
+    "bold yellow": "bold underline", "yellow": "bold underline",
+    "bold green": "bold", "green": "bold", "bold cyan": "bold", "cyan": "bold", "blue": "",
+}
+
+
+def no_color() -> bool:
+    """NO_COLOR set to any non-empty value (no-color.org)."""
+    return bool(os.environ.get("NO_COLOR"))
+
+
+def status_style(style: str) -> str:
+    """A status style that stays legible without colour."""
+    return _MONO_STYLES.get(style, style) if no_color() else style
 SEVERITY_ICONS = {"error": "✗", "warning": "!", "info": "i"}
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 

@@ -10,7 +10,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from ..core.events import Fact
-from .common import FACT_ICONS
+from .common import FACT_ICONS, status_style
 
 _FACT_STYLE = {"pass": "green", "warn": "bold yellow", "fail": "bold red", "info": "blue"}
 
@@ -32,7 +32,7 @@ def facts_text(facts: "list[Any]", icon_style: str | None = None, remedy_always:
 
 
 def fact_icon(status: str) -> Text:
-    return Text(FACT_ICONS.get(status, "?"), style=_FACT_STYLE.get(status, ""))
+    return Text(FACT_ICONS.get(status, "?"), style=status_style(_FACT_STYLE.get(status, "")))
 
 
 class FactTable(Vertical):

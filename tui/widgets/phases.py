@@ -8,7 +8,7 @@ import time
 from rich.text import Text
 from textual.widgets import Static
 
-from .common import SPINNER, animations_on, fmt_secs, is_frozen
+from .common import SPINNER, animations_on, fmt_secs, is_frozen, status_style
 
 
 class PhaseTimeline(Static):
@@ -96,7 +96,7 @@ class PhaseTimeline(Static):
                 if el is not None:
                     t.append(f" {fmt_secs(el)}", style="bold")
             elif p["status"] == "stopped":
-                t.append(f"■ {p['name']}", style="bold red")
+                t.append(f"■ {p['name']}", style=status_style("bold red"))
                 if p["elapsed"] is not None:
                     t.append(f" {fmt_secs(p['elapsed'])}", style="dim")
             else:

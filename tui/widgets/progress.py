@@ -63,7 +63,9 @@ class ProgressLine(Static):
             t.append(self.idle_text, style="dim" if self.idle_dim else "")
         else:
             if self.fraction is not None:
-                t.append(bar(self.fraction, self.bar_width))
+                # Narrow panes (80 columns) get a shorter bar so the counts and the ETA are never cut.
+                width = self.bar_width if self.size.width == 0 or self.size.width >= 60 else max(4, self.bar_width // 2)
+                t.append(bar(self.fraction, width))
                 t.append("▏ ")
             t.append(self.text)
         self.update(t)

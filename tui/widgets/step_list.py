@@ -10,7 +10,7 @@ from textual.widgets.option_list import Option
 
 from ..core.events import STEP_IDS, STEP_TITLES
 from ..messages import StepSelected
-from .common import SPINNER, STEP_ICONS, animations_on, fmt_secs, is_frozen
+from .common import SPINNER, STEP_ICONS, animations_on, fmt_secs, is_frozen, status_style
 
 ALL_STEPS: tuple[str, ...] = ("profile",) + STEP_IDS
 TITLES: dict[str, str] = {"profile": "Profile", **STEP_TITLES}
@@ -71,7 +71,7 @@ class StepList(OptionList):
         elapsed = (fmt_secs(secs) if secs is not None and status not in ("skipped", "excluded") and step != "profile"
                    else "")
         t = Text(no_wrap=True, overflow="ellipsis")
-        t.append(icon, style=_STATUS_STYLE.get(status, ""))
+        t.append(icon, style=status_style(_STATUS_STYLE.get(status, "")))
         t.append(" ")
         t.append(f"{TITLES[step]:<{TITLE_WIDTH}}", style="dim" if status in ("excluded", "skipped") else "")
         t.append(f"{elapsed:>6}", style="dim")
