@@ -9,6 +9,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static, TextArea
 
+from tui.keys import help_lines
+
 MODAL_CSS = """
 {name} {{ align: center middle; background: $background 60%; }}
 {name} > Vertical {{ width: 72; max-width: 100%; height: auto; max-height: 90%; border: thick $primary;
@@ -60,22 +62,15 @@ check the instance, look up both checkpoints, fetch the dataset, launch and benc
 baseline server, then the EAGLE3 server, and compare them.
 
 Keys
-  n          Next: run the current step (on Profile: accept the profile)
-  a          Run all: run the remaining steps unattended (stops at a failure)
-  r          Retry the failed step
-  s          Stop the server of the running step
-  e          Export: write report.md / report.json / summary.csv
-  l          Focus the log      f   follow / pause the log
-  v          Log: rank-collapsed (×N) or raw     /   filter the log
-  c          Show and copy the exact commands
-  w          Save the profile as a TOML file (replays with --headless)
-  ↑ ↓        Move in the step list; tab / shift+tab move between widgets
-  ctrl+p     Command palette     ?   this help     ctrl+q   quit
+{keys}
+
+When a step fails, its pane starts with the diagnosis and the fix. The settings become editable
+again on the Profile pane (validated as you type); r retries the failed step with them.
 
 Everything the app does is in the run directory: state.json, profile.toml, each
 server's log (*.serve.log) and command (*.command.sh), the benchmark JSON files and
 the report. `specdec-tui --profile <run dir>/profile.toml --headless` replays a run.
-"""
+""".replace("{keys}", help_lines())
 
 
 class HelpScreen(ModalScreen[None]):
