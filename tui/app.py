@@ -652,7 +652,7 @@ class SpecdecApp(App[int]):
                     if not res.status.settled:
                         break
             self.busy = None
-            if engine.next_step() is None and not engine.closed:
+            if engine.complete() and not engine.closed:
                 # Every requested step is done: end the run (report, RunFinished) like the headless runner.
                 await engine.finish()
                 self.show_step("results")

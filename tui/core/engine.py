@@ -256,6 +256,14 @@ class Engine:
                 return sid
         return None
 
+    def complete(self) -> bool:
+        """Nothing is left to run: every requested step is settled, or the one that failed is the results
+        step, whose failure is the verdict of the numbers (a retry would read the same files)."""
+        if self.closed:
+            return True
+        sid = self.next_step()
+        return sid is None or (sid == "results" and sid == self.steps[-1] and self.failed_step == "results")
+
     def remaining_steps(self) -> list[str]:
         """The requested steps not yet run to an end, in order (interrupted ones included)."""
         return [sid for sid in self.steps

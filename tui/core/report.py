@@ -11,6 +11,12 @@ report.json keys (documented in the README):
                     per_position_acceptance (percent per draft position), acceptance_source
   comparison        output_throughput_speedup, median_tpot_ratio, median_ttft_ratio (eagle3 / baseline)
   diagnostics[]     {id, severity, title, evidence[], remedy, step}
+  verdict           {ok, text}: one sentence, the first thing report.md says
+  settings          platform, models, TP/PP, speculative method and k, lengths, prompts, concurrency, ...
+  versions          vllm, vllm_neuron, neuron_sdk, python (as the environment step found them)
+  dataset           name, path, sha256, verified, source
+  commands          {step: shell text}: the exact commands the run used (or will use)
+  requested_steps   the steps asked for; steps[] lists each of them, "not run" where it never started
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ RUN_KEYS = (
     "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
     "mean_itl_ms", "median_itl_ms", "p99_itl_ms",
     "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms",
+    "p90_ttft_ms", "p90_tpot_ms", "p90_itl_ms", "p90_e2el_ms",
 )
 SPEC_KEYS = ("acceptance_rate", "acceptance_length", "per_position_acceptance", "acceptance_source")
 
@@ -74,12 +81,95 @@ def _step_facts(sid: str, results: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return ctx.shared.get(sid, {}) or {}
 
 
+def _settings(profile: Any) -> dict[str, Any]:
+    d = profile.data
+    s, sp, b = d["server"], d["speculative"], d["benchmark"]
+    return {
+        "platform": d.get("platform", "neuron"),
+        "target": profile.models.target, "draft": profile.draft_model,
+        "method": sp.get("method"), "num_speculative_tokens": sp.get("num_speculative_tokens"),
+        "tensor_parallel_size": s.get("tensor_parallel_size"),
+        "pipeline_parallel_size": s.get("pipeline_parallel_size", 1),
+        "dtype": s.get("dtype"), "max_model_len": s.get("max_model_len"), "max_num_seqs": s.get("max_num_seqs"),
+        "max_num_batched_tokens": s.get("max_num_batched_tokens"),
+        "enable_prefix_caching": s.get("enable_prefix_caching"),
+        "input_len": b.get("input_len"), "output_len": b.get("output_len"), "num_prompts": b.get("num_prompts"),
+        "max_concurrency": b.get("max_concurrency"),
+        "host": s.get("host"), "port": s.get("port"),
+    }
+
+
+def _versions(ctx: Any) -> dict[str, Any]:
+    env = ctx.shared.get("env") or {}
+    return {"vllm": env.get("vllm_version"), "vllm_neuron": env.get("vllm_neuron_version"),
+            "neuron_sdk": env.get("neuron_sdk"), "python": env.get("python_version")}
+
+
+def _dataset(profile: Any, ctx: Any) -> dict[str, Any]:
+    ds = ctx.shared.get("dataset") or {}
+    d = profile.data["dataset"]
+    return {"name": d.get("name"), "path": ds.get("path") or d.get("path") or None,
+            "sha256": ds.get("sha256") or d.get("sha256") or None, "verified": ds.get("verified"),
+            "source": ds.get("source") or d.get("url")}
+
+
+def _commands(profile: Any, run: RunDir) -> dict[str, str]:
+    """The exact commands: each launched step's own command.sh, else the planned ones."""
+    out: dict[str, str] = {}
+    planned: Any = None
+    for sid, spec in (("baseline", False), ("eagle3", True)):
+        f = run.file(f"{sid}.command.sh")
+        try:
+            text = f.read_text(encoding="utf-8")
+            lines = [ln for ln in text.splitlines() if not ln.startswith("#!")]
+            out[sid] = "\n".join(lines).strip()
+            continue
+        except (OSError, UnicodeDecodeError):
+            pass
+        try:
+            from .commands import format_command, planned_commands
+
+            if planned is None:
+                planned = planned_commands(profile, str(run.path))
+            argv = planned.eagle3_serve if spec else planned.baseline_serve
+            out[sid] = "# planned (not launched)\n" + format_command(argv, planned.env)
+        except Exception:  # a report must never fail for want of a planned command
+            continue
+    return out
+
+
+def verdict(exit_code: int, steps: list[dict[str, Any]], comp: dict[str, Any], runs: dict[str, Any],
+            diags: list[dict[str, Any]]) -> dict[str, Any]:
+    """One sentence for the top of the report, from the numbers and the steps' statuses."""
+    failed = next((st for st in steps if st["status"] in ("failed", "unavailable")), None)
+    sp = comp.get("output_throughput_speedup")
+    acc = (runs.get("eagle3") or {}).get("acceptance_rate")
+    acc_txt = f", acceptance {acc:.1f}%" if isinstance(acc, (int, float)) else ""
+    if failed is not None and failed["id"] != "results":
+        lead = next((d for d in diags if d["step"] == failed["id"] and d["severity"] == "error"), None)
+        why = lead["title"] if lead else failed.get("summary") or "see the step's summary"
+        return {"ok": False, "text": f"Failed at {STEP_TITLES.get(failed['id'], failed['id'])}: {why}."}
+    if isinstance(sp, (int, float)):
+        if sp > 1.0:
+            return {"ok": exit_code == 0,
+                    "text": f"EAGLE3 pays: {sp:.2f}x output throughput over the baseline{acc_txt}."}
+        return {"ok": False, "text": f"Speculation did not pay here: {sp:.2f}x output throughput{acc_txt}."}
+    if exit_code == 130:
+        return {"ok": False, "text": "Interrupted before the comparison was complete."}
+    if exit_code == 0:
+        return {"ok": True, "text": "Every requested step passed."}
+    return {"ok": False, "text": "The run did not complete."}
+
+
 def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, exit_code: int) -> dict[str, Any]:
     steps = []
     state_steps = run.state.get("steps", {})
+    requested = list(run.state.get("requested_steps") or [])
     for sid in STEP_IDS:
         st = state_steps.get(sid)
         if not st:
+            if sid in requested:
+                steps.append({"id": sid, "status": "not run", "seconds": None, "summary": "not run"})
             continue
         steps.append({"id": sid, "status": st.get("status"), "seconds": st.get("seconds"),
                       "summary": st.get("summary", "")})
@@ -96,17 +186,24 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
     ]
     order = {"error": 0, "warning": 1, "info": 2}
     diags.sort(key=lambda d: order.get(d["severity"], 3))
+    comp = comparison(runs)
     return {
         "schema": SCHEMA_ID,
         "profile": profile.name,
         "simulated": bool(profile.simulated),
-        "exit_code": exit_code,
+        "exit_code": int(exit_code),
         "run_dir": str(run.path),
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "verdict": verdict(int(exit_code), steps, comp, runs, diags),
         "models": {"target": profile.models.target, "draft": profile.draft_model},
+        "settings": _settings(profile),
+        "versions": _versions(ctx),
+        "dataset": _dataset(profile, ctx),
+        "commands": _commands(profile, run),
+        "requested_steps": requested,
         "steps": steps,
         "runs": runs,
-        "comparison": comparison(runs),
+        "comparison": comp,
         "diagnostics": diags,
     }
 
@@ -140,11 +237,25 @@ COMPARE_ROWS = (
 )
 
 
+P90_ROWS = {  # shown after the median row of each metric, where the bench collected P90
+    "median_ttft_ms": ("P90 TTFT (ms)", "p90_ttft_ms"),
+    "median_tpot_ms": ("P90 TPOT (ms)", "p90_tpot_ms"),
+    "median_itl_ms": ("P90 ITL, per chunk (ms)", "p90_itl_ms"),
+    "median_e2el_ms": ("P90 E2EL (ms)", "p90_e2el_ms"),
+}
+
+
 def comparison_rows(rep: dict[str, Any]) -> list[tuple[str, str, str]]:
     b = rep["runs"].get("baseline") or {}
     e = rep["runs"].get("eagle3") or {}
     rows = []
+    table: list[tuple[str, str | None]] = []
     for label, key in COMPARE_ROWS:
+        table.append((label, key))
+        extra = P90_ROWS.get(key or "")
+        if extra and (b.get(extra[1]) is not None or e.get(extra[1]) is not None):
+            table.append(extra)
+    for label, key in table:
         if key is None:
             rows.append((label, f"{_fmt(b.get('completed'))} / {_fmt(b.get('failed'))}",
                          f"{_fmt(e.get('completed'))} / {_fmt(e.get('failed'))}"))
@@ -156,15 +267,53 @@ def comparison_rows(rep: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
+def _md_cell(v: Any) -> str:
+    return _fmt(v).replace("|", "\\|")
+
+
 def render_markdown(rep: dict[str, Any]) -> str:
+    """report.md: stands alone in a ticket — verdict, settings, versions, commands, dataset, steps,
+    comparison, diagnoses."""
     out = io.StringIO()
     w = out.write
     w(f"# specdec-tui report — {rep['profile']}{' (SIMULATED)' if rep['simulated'] else ''}\n\n")
+    v = rep.get("verdict") or {}
+    if v:
+        w(f"**{'✓' if v.get('ok') else '✗'} {v.get('text', '')}**\n\n")
     w(f"Target `{rep['models']['target']}`, draft `{rep['models']['draft']}`. Generated {rep['generated']}, "
-      f"exit code {rep['exit_code']}.\n\n## Steps\n\n| Step | Status | Seconds | Summary |\n|---|---|---|---|\n")
-    for st in rep["steps"]:
-        summary = str(st["summary"]).replace("|", "\\|")
-        w(f"| {STEP_TITLES.get(st['id'], st['id'])} | {st['status']} | {_fmt(st['seconds'], 1)} | {summary} |\n")
+      f"exit code {rep['exit_code']}, run directory `{rep['run_dir']}`.\n\n")
+    st = rep.get("settings") or {}
+    if st:
+        w("## Settings\n\n| Setting | Value |\n|---|---|\n")
+        pairs = [
+            ("Platform", st.get("platform")),
+            ("Speculative method, tokens (k)", f"{st.get('method')}, {st.get('num_speculative_tokens')}"),
+            ("Tensor / pipeline parallel", f"{st.get('tensor_parallel_size')} / {st.get('pipeline_parallel_size')}"),
+            ("dtype, max model len, max seqs", f"{st.get('dtype')}, {st.get('max_model_len')}, {st.get('max_num_seqs')}"),
+            ("Max batched tokens, prefix caching",
+             f"{st.get('max_num_batched_tokens')}, {'on' if st.get('enable_prefix_caching') else 'off'}"),
+            ("Input / output length", f"{st.get('input_len')} / {st.get('output_len')}"),
+            ("Prompts, max concurrency", f"{st.get('num_prompts')}, {st.get('max_concurrency')}"),
+            ("Server", f"{st.get('host')}:{st.get('port')}"),
+        ]
+        for k, val in pairs:
+            w(f"| {k} | {_md_cell(val)} |\n")
+    vers = rep.get("versions") or {}
+    if vers:
+        w("\n## Versions\n\n" + ", ".join(f"{k} `{_fmt(val)}`" for k, val in vers.items()) + "\n")
+    ds = rep.get("dataset") or {}
+    if ds:
+        w(f"\n## Dataset\n\n{ds.get('name')} at `{_fmt(ds.get('path'))}`, sha256 `{_fmt(ds.get('sha256'))}`"
+          f" ({'verified' if ds.get('verified') else 'not verified'}; source {_fmt(ds.get('source'))}).\n")
+    cmds = rep.get("commands") or {}
+    if cmds:
+        w("\n## Commands\n")
+        for sid, text in cmds.items():
+            w(f"\n{STEP_TITLES.get(sid, sid)}:\n\n```bash\n{text}\n```\n")
+    w("\n## Steps\n\n| Step | Status | Seconds | Summary |\n|---|---|---|---|\n")
+    for step in rep["steps"]:
+        summary = str(step["summary"]).replace("|", "\\|")
+        w(f"| {STEP_TITLES.get(step['id'], step['id'])} | {step['status']} | {_fmt(step['seconds'], 1)} | {summary} |\n")
     if rep["runs"]:
         w("\n## Baseline vs EAGLE3\n\n| Metric | Baseline | EAGLE3 |\n|---|---|---|\n")
         for label, bv, ev in comparison_rows(rep):
@@ -185,19 +334,19 @@ def render_markdown(rep: dict[str, Any]) -> str:
     return out.getvalue()
 
 
-CSV_COLUMNS = ("run",) + RUN_KEYS + ("acceptance_rate", "acceptance_length", "per_position_acceptance")
+CSV_COLUMNS = (("step", "status", "seconds") + RUN_KEYS
+               + ("acceptance_rate", "acceptance_length", "per_position_acceptance"))
 
 
 def render_csv(rep: dict[str, Any]) -> str:
+    """A row per step (also on failure, and for steps not run); the server steps carry their numbers."""
     buf = io.StringIO()
     wr = csv.writer(buf, lineterminator="\n")
     wr.writerow(CSV_COLUMNS)
-    for name in ("baseline", "eagle3"):
-        r = rep["runs"].get(name)
-        if not r:
-            continue
-        row = [name]
-        for k in CSV_COLUMNS[1:]:
+    for step in rep["steps"]:
+        r = rep["runs"].get(step["id"]) or {}
+        row: list[Any] = [step["id"], step["status"], "" if step["seconds"] is None else step["seconds"]]
+        for k in CSV_COLUMNS[3:]:
             v = r.get(k)
             if isinstance(v, list):
                 v = ";".join(f"{x:.2f}" for x in v)

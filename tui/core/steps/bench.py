@@ -78,6 +78,7 @@ def bench_facts(res: BenchResult, spec: mx.SpecStats | None, source: str | None)
         out[f"mean_{metric}_ms"] = st.mean if st else None
         out[f"median_{metric}_ms"] = st.median if st else None
         out[f"p99_{metric}_ms"] = st.p99 if st else None
+        out[f"p90_{metric}_ms"] = st.p90 if st else None
     if spec is not None:
         out["acceptance_rate"] = round(spec.acceptance_rate, 4)
         out["acceptance_length"] = round(spec.acceptance_length, 4)
