@@ -6,6 +6,7 @@ The only differences allowed are listed in INTENDED below, each with its reason.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -141,3 +142,105 @@ def test_host_zero_uses_loopback_base_url():
     argv = bench_argv(prof, "b.json", "s.txt")
     assert argv[argv.index("--base-url") + 1] == "http://127.0.0.1:9001"
     assert serve_argv(prof, False)[-4:] == ["--host", "0.0.0.0", "--port", "9001"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 8: platforms, new flags, placeholders
+# ---------------------------------------------------------------------------------------------
+
+from tui.core.commands import (  # noqa: E402
+    Placeholders,
+    bundled_data_dir,
+    prepare_argv,
+    serve_env,
+    specdec_tools_dir,
+    speculative_config,
+)
+from tui.core.profile import profile_from_dict  # noqa: E402
+
+
+def _spec(argv: list[str]) -> dict:
+    return json.loads(argv[argv.index("--speculative-config") + 1])
+
+
+def test_new_server_flags_only_when_asked():
+    base = load_profile("gpt-oss-120b-eagle3-trn2")
+    argv = serve_argv(base, True)
+    assert "--pipeline-parallel-size" not in argv and "--enforce-eager" not in argv
+    assert "draft_tensor_parallel_size" not in _spec(argv)
+    prof = base.with_values({"server.pipeline_parallel_size": 2, "server.enforce_eager": True,
+                             "speculative.draft_tensor_parallel_size": 1})
+    argv = serve_argv(prof, True)
+    assert argv[argv.index("--pipeline-parallel-size") + 1] == "2"
+    assert argv.index("--pipeline-parallel-size") == argv.index("--tensor-parallel-size") + 2
+    assert argv.index("--enforce-eager") == argv.index("--no-enable-prefix-caching") + 1
+    assert _spec(argv)["draft_tensor_parallel_size"] == 1
+    assert "--speculative-config" not in serve_argv(prof, False)
+
+
+def test_vllm_defaults_are_not_sent():
+    prof = profile_from_dict({"platform": "cuda", "models": {"target": "a/b", "draft": "c/d"},
+                              "server": {"dtype": "auto", "max_num_seqs": 0, "max_model_len": 0,
+                                         "max_num_batched_tokens": 0}})
+    argv = serve_argv(prof, False)
+    assert argv == ["vllm", "serve", "a/b", "--no-enable-prefix-caching", "--host", "127.0.0.1", "--port", "8000"]
+
+
+def test_placeholders_in_model_paths_argv_and_env():
+    raw = {"platform": "cpu",
+           "models": {"target": "{cache_dir}/m/target", "draft": "{cache_dir}/m/draft",
+                      "prepare": ["{vllm_python}", "{specdec_tools}/tinymodels.py", "--out", "{cache_dir}/m",
+                                  "--sonnet", "{bundled_data}/sonnet.txt"]},
+           "server": {"command": ["{python}", "-m", "vllm.entrypoints.cli.main"],
+                      "env": {"HOME_OF_RUN": "{run_dir}/h"}, "hf_overrides": {"path": "{cache_dir}/x"}},
+           "dataset": {"path": "{bundled_data}/sonnet.txt"}}
+    prof = profile_from_dict(raw)
+    ph = Placeholders(python="PY", cache_dir="CACHE", run_dir="RUNDIR", vllm_python="VPY",
+                      specdec_tools="TOOLS", bundled_data="DATA")
+    argv = serve_argv(prof, True, ph)
+    assert argv[:5] == ["PY", "-m", "vllm.entrypoints.cli.main", "serve", "CACHE/m/target"]
+    assert _spec(argv)["model"] == "CACHE/m/draft"
+    assert json.loads(argv[argv.index("--hf-overrides") + 1]) == {"path": "CACHE/x"}
+    assert speculative_config(prof, ph)["model"] == "CACHE/m/draft"
+    assert serve_env(prof, ph)["HOME_OF_RUN"] == "RUNDIR/h"
+    assert prepare_argv(prof, ph) == ["VPY", "TOOLS/tinymodels.py", "--out", "CACHE/m", "--sonnet", "DATA/sonnet.txt"]
+    bench = bench_argv(prof, "{run_dir}/b.json", "{bundled_data}/sonnet.txt", ph=ph)
+    assert bench[bench.index("--model") + 1] == "CACHE/m/target"
+    assert bench[bench.index("--dataset-path") + 1] == "DATA/sonnet.txt"
+    assert bench[bench.index("--result-filename") + 1] == "RUNDIR/b.json"
+    assert not [a for a in argv + bench if re.search(r"\{[a-z_]+\}", a)]
+
+
+def test_placeholder_values_resolve_inside_json_safely():
+    prof = profile_from_dict({"platform": "cpu", "models": {"target": "t/t", "draft": "{cache_dir}/d"}})
+    ph = Placeholders(cache_dir='/odd "dir"')
+    assert _spec(serve_argv(prof, True, ph))["model"] == '/odd "dir"/d'
+
+
+def test_placeholder_defaults():
+    ph = Placeholders()
+    assert ph.vllm_python == ""
+    assert Path(ph.specdec_tools) == specdec_tools_dir() and specdec_tools_dir().name == "tools"
+    assert specdec_tools_dir().parent.name == "tui"
+    assert (bundled_data_dir() / "sonnet.txt").is_file() and ph.bundled_data == str(bundled_data_dir())
+    assert ph.resolve("{vllm_python}|{specdec_tools}|{bundled_data}") == f"|{ph.specdec_tools}|{ph.bundled_data}"
+    assert ph.resolve("no placeholders") == "no placeholders"
+
+
+def test_neuron_compile_timeouts_only_on_neuron():
+    neuron = serve_env(load_profile("gpt-oss-120b-eagle3-trn2"))
+    assert {"VLLM_NEURON_COMPILATION_TIMEOUT", "NEURON_LIBTORCH_COMPILATION_TIMEOUT"} <= set(neuron)
+    for name in ("cpu", "gpt-oss-120b-stevenabreu7-cuda"):
+        env = serve_env(load_profile(name))
+        assert "VLLM_NEURON_COMPILATION_TIMEOUT" not in env and "NEURON_LIBTORCH_COMPILATION_TIMEOUT" not in env
+        assert "VLLM_ENGINE_READY_TIMEOUT_S" in env and "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" in env
+    assert serve_env(load_profile("cpu"))["VLLM_CPU_KVCACHE_SPACE"] == "1"
+
+
+def test_show_commands_prepare_block_only_with_prepare():
+    from tui.core.commands import show_commands_text
+
+    assert "# Checkpoints: prepare" not in show_commands_text(load_profile("gpt-oss-120b-eagle3-trn2"))
+    text = show_commands_text(load_profile("cpu"))
+    assert text.startswith("# Checkpoints: prepare the local models")
+    assert "tinymodels.py" in text.split("\n\n")[0]

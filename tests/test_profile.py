@@ -185,3 +185,164 @@ def test_extends_errors(tmp_path):
 def test_bundled_fault_variants(name, key, value):
     prof = load_profile(name)
     assert prof.simulated and prof.data[key[0]][key[1]] == value
+
+
+# ---------------------------------------------------------------------------------------------
+# Platforms and the keys of issue 8
+# ---------------------------------------------------------------------------------------------
+
+CPU = REPO / "profiles" / "cpu.toml"
+
+
+def cpu_raw() -> dict:
+    return tomllib.loads(CPU.read_text())
+
+
+def mutate_cpu(path: str, value, delete: bool = False) -> dict:
+    raw = cpu_raw()
+    node = raw
+    parts = path.split(".")
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+    if delete:
+        node.pop(parts[-1], None)
+    else:
+        node[parts[-1]] = value
+    return raw
+
+
+NEW_BAD_CASES = [
+    # (base, mutation, expected fragments)
+    ("tutorial", ("platform", "rocm"), ["platform = 'rocm'", "'neuron', 'cuda', 'cpu'"]),
+    ("tutorial", ("platform", 1), ["platform = 1", "a string"]),
+    ("tutorial", ("server.pipeline_parallel_size", 0), ["server.pipeline_parallel_size = 0", "from 1 to 128"]),
+    ("tutorial", ("server.pipeline_parallel_size", "2"), ["server.pipeline_parallel_size = '2'", "an integer"]),
+    ("tutorial", ("server.enforce_eager", "yes"), ["server.enforce_eager = 'yes'", "a boolean"]),
+    ("tutorial", ("server.enforce_eagr", True), ["unknown key 'server.enforce_eagr'", "enforce_eager"]),
+    ("tutorial", ("speculative.draft_tensor_parallel_size", -1),
+     ["speculative.draft_tensor_parallel_size = -1", "0 (unset"]),
+    ("tutorial", ("speculative.draft_tensor_parallel_size", 4),
+     ["speculative.draft_tensor_parallel_size = 4", "1, or server.tensor_parallel_size (16)", "Set it to 1 or 16"]),
+    ("tutorial", ("speculative.method", "medusa"), ["speculative.method", "'eagle3', 'eagle'"]),
+    ("tutorial", ("models.prepare", "make-models"), ["models.prepare = 'make-models'", "a list of strings"]),
+    ("tutorial", ("models.prepare", [""]), ["models.prepare = ['']", "argv list"]),
+    ("tutorial", ("models.prepare", ["make-models"]),
+     ["models.prepare = ['make-models']", "local directory", "remove models.prepare"]),
+    ("tutorial", ("stand_in", {}), ["required key 'stand_in.command' is missing", "[stand_in]"]),
+    ("tutorial", ("stand_in", {"command": []}), ["stand_in.command = []", "non-empty argv"]),
+    ("tutorial", ("stand_in", {"command": ["x"], "cmd": 1}), ["unknown key 'stand_in.cmd'", "command"]),
+    ("tutorial", ("stand_in", "x"), ["'stand_in' must be a table"]),
+    ("tutorial", ("server.max_model_len", 0), ["server.max_model_len = 0", "platform 'neuron'", "explicitly"]),
+    ("tutorial", ("server.max_model_len", 8), ["server.max_model_len = 8", "from 16 to 1048576", "0 (vLLM's default"]),
+    ("cpu", ("server.additional_config", {"neuron_config": {"quantization": "bf16"}}),
+     ["server.additional_config.neuron_config is not valid on platform 'cpu'",
+      "Remove [server.additional_config.neuron_config]", 'platform = "neuron"']),
+    ("tutorial", ("platform", "cuda"),
+     ["server.additional_config.neuron_config is not valid on platform 'cuda'", "vllm-neuron"]),
+    ("cpu", ("environment.min_neuron_sdk", "2.31"),
+     ["environment.min_neuron_sdk = '2.31' is not valid on platform 'cpu'", "Remove environment.min_neuron_sdk"]),
+    ("cpu", ("speculative.draft_tensor_parallel_size", 2),
+     ["speculative.draft_tensor_parallel_size = 2", "server.tensor_parallel_size (1)"]),
+    ("cpu", ("models.prepare", 5), ["models.prepare = 5", "a list of strings"]),
+    ("cpu", ("server.max_num_seqs", 5000), ["server.max_num_seqs = 5000", "from 1 to 4096"]),
+]
+
+
+@pytest.mark.parametrize("base,mutation,fragments", NEW_BAD_CASES,
+                         ids=[f"{b}:{m[0]}={repr(m[1])[:20]}" for b, m, _ in NEW_BAD_CASES])
+def test_new_keys_are_strict(base, mutation, fragments):
+    path, value = mutation
+    raw = (mutate if base == "tutorial" else mutate_cpu)(path, value)
+    with pytest.raises(ProfileError) as ei:
+        profile_from_dict(raw, "bad.toml")
+    msg = str(ei.value)
+    assert msg.startswith("profile bad.toml") and "\n" not in msg
+    for frag in fragments:
+        assert frag in msg, (frag, msg)
+
+
+def test_platform_defaults():
+    tut = load_profile("gpt-oss-120b-eagle3-trn2")
+    assert tut.platform == "neuron"
+    minimal = {"models": {"target": "a/b", "draft": "c/d"}}
+    neuron = profile_from_dict(minimal)
+    assert neuron.platform == "neuron"
+    assert neuron.server.tensor_parallel_size == 16
+    assert neuron.environment.instance_type == "trn2.48xlarge" and neuron.environment.min_neuron_sdk == "2.31"
+    for plat in ("cuda", "cpu"):
+        p = profile_from_dict({**minimal, "platform": plat})
+        assert p.platform == plat
+        assert p.server.tensor_parallel_size == 1
+        assert p.environment.instance_type == "" and p.environment.min_neuron_sdk == ""
+    p = profile_from_dict(minimal)
+    assert p.server.pipeline_parallel_size == 1 and p.server.enforce_eager is False
+    assert p.speculative.draft_tensor_parallel_size == 0 and p.models.prepare == []
+    assert "stand_in" not in p.data and not p.simulated
+
+
+def test_speculative_profile_on_cpu_without_neuron_config_loads():
+    raw = {"platform": "cpu", "models": {"target": "a/b", "draft": "c/d"},
+           "speculative": {"method": "eagle3", "num_speculative_tokens": 2}}
+    prof = profile_from_dict(raw, "cpu-spec.toml")
+    assert prof.platform == "cpu" and prof.speculative.num_speculative_tokens == 2
+    # the same on neuron still needs on-device sampling
+    with pytest.raises(ProfileError) as ei:
+        profile_from_dict({**raw, "platform": "neuron"}, "neuron-spec.toml")
+    assert "on_device_sampling_config is missing" in str(ei.value)
+
+
+def test_neuron_rules_do_not_apply_off_neuron():
+    raw = {"platform": "cuda", "models": {"target": "a/b", "draft": "c/d"},
+           "server": {"max_num_batched_tokens": 0, "max_model_len": 0, "max_num_seqs": 64},
+           "benchmark": {"max_concurrency": 8}}
+    prof = profile_from_dict(raw)
+    assert prof.server.max_model_len == 0 and prof.server.max_num_batched_tokens == 0
+
+
+def test_draft_tp_rule_allows_one_and_target_tp():
+    for dtp in (0, 1, 16):
+        prof = profile_from_dict(mutate("speculative.draft_tensor_parallel_size", dtp))
+        assert prof.speculative.draft_tensor_parallel_size == dtp
+
+
+def test_stand_in_makes_a_profile_simulated():
+    raw = mutate("stand_in", {"command": ["{python}", "-m", "tui.sim", "stand-in"]})
+    prof = profile_from_dict(raw)
+    assert prof.simulated and prof.data["stand_in"]["command"][0] == "{python}"
+    assert load_profile("demo").simulated  # [simulation]
+
+
+def test_local_model_paths():
+    from tui.core.profile import is_local_model, local_model_keys
+
+    for name in ("/models/x", "./x", "../x", "{cache_dir}/tiny/target", ".", ".."):
+        assert is_local_model(name), name
+    for name in ("openai/gpt-oss-120b", "RedHatAI/gpt-oss-120b-speculator.eagle3", "gpt2"):
+        assert not is_local_model(name), name
+    cpu = load_profile("cpu")
+    assert local_model_keys(cpu) == {"models.target": "{cache_dir}/tiny-models/v1/target",
+                                     "models.draft": "{cache_dir}/tiny-models/v1/draft-eagle3"}
+    assert local_model_keys(load_profile("gpt-oss-120b-eagle3-trn2")) == {}
+
+
+def test_platform_roundtrip_and_with_values(tmp_path):
+    cpu = load_profile("cpu")
+    assert cpu.platform == "cpu" and cpu.models.prepare[0] == "{vllm_python}"
+    p = tmp_path / "mine.toml"
+    p.write_text(cpu.to_toml())
+    assert load_profile(str(p)).data == cpu.data
+    # moving a profile to another platform re-derives the platform defaults
+    moved = profile_from_dict({"models": {"target": "a/b", "draft": "c/d"}}).with_values({"platform": "cuda"})
+    assert moved.server.tensor_parallel_size == 1
+
+
+@pytest.mark.parametrize("name,platform", [
+    ("gpt-oss-120b-eagle3-trn2", "neuron"), ("gpt-oss-120b-stevenabreu7-trn2", "neuron"),
+    ("gpt-oss-120b-stevenabreu7-cuda", "cuda"), ("llama-3.1-8b-eagle3-cuda", "cuda"),
+    ("llama-3-8b-eagle-cuda", "cuda"), ("gpt-oss-20b-eagle3-cuda", "cuda"), ("cpu", "cpu"),
+    ("demo", "neuron"), ("demo-tp8", "neuron"),
+])
+def test_bundled_platforms(name, platform):
+    prof = load_profile(name)
+    assert prof.platform == platform
+    assert prof.raw.get("platform") == platform  # every bundled profile says it

@@ -4,6 +4,12 @@ Argv order follows the tutorial flag for flag. Intended differences from the tut
 the golden test): `--host` is passed (servers bind 127.0.0.1 unless the profile says otherwise) and the
 bench `--base-url` follows it; `--dataset-path` and `--result-filename` point into the run directory;
 and the version-aware bench flags added by `bench_argv` (see its docstring).
+
+Flags the tutorial does not use appear only when the profile asks for them: `--pipeline-parallel-size`
+(when > 1), `--enforce-eager` (when true), `draft_tensor_parallel_size` in the speculative config (when
+> 0). Flags equal to vLLM's defaults are omitted: `--dtype` for "auto", `--tensor-parallel-size` for 1,
+and `--max-num-seqs` / `--max-model-len` / `--max-num-batched-tokens` for 0. Placeholders are resolved in
+every string that reaches argv or env, model names included (inside JSON values too, before encoding).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ COMPILE_TIMEOUT_VARS = (
     "NEURON_LIBTORCH_COMPILATION_TIMEOUT",
     "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS",
 )
+# Of those, the ones vLLM itself reads (set on every platform).
+GENERIC_TIMEOUT_VARS = ("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS",)
 
 
 def default_cache_dir() -> Path:
@@ -32,20 +40,63 @@ def default_cache_dir() -> Path:
     return Path(base) / "specdec-tui"
 
 
+def specdec_tools_dir() -> Path:
+    """The `tui/tools/` directory of the installed app (helper scripts run in other interpreters)."""
+    return Path(__file__).resolve().parents[1] / "tools"
+
+
+BUNDLED_SONNET_SHA256 = "d58663195ba6780da5f029b920c7ac00cad1e435ee1df7e03bf9ec2470f8dea4"
+
+
+def bundled_data_dir() -> Path:
+    """The directory holding the bundled data files (the real sonnet.txt): `data/` of the installed
+    `specdec_profiles` package, else `profiles/data/` of a source checkout."""
+    try:
+        from importlib import resources
+
+        d = Path(str(resources.files("specdec_profiles") / "data"))
+        if (d / "sonnet.txt").is_file():
+            return d
+    except (ModuleNotFoundError, TypeError, OSError):
+        pass
+    return Path(__file__).resolve().parents[2] / "profiles" / "data"
+
+
 @dataclass
 class Placeholders:
+    """Values of the {name} placeholders profiles may use. Resolved at run time, never at load time."""
+
     python: str = field(default_factory=lambda: sys.executable)
     sim_hub: str = ""
     cache_dir: str = field(default_factory=lambda: str(default_cache_dir()))
     run_dir: str = ""
+    # The interpreter that owns the server command's `vllm` (tui.core.probe.find_server_interpreter);
+    # filled by whoever needs it, "" until then.
+    vllm_python: str = ""
+    specdec_tools: str = field(default_factory=lambda: str(specdec_tools_dir()))
+    bundled_data: str = field(default_factory=lambda: str(bundled_data_dir()))
+
+    NAMES = ("python", "sim_hub", "cache_dir", "run_dir", "vllm_python", "specdec_tools", "bundled_data")
 
     def resolve(self, value: str) -> str:
         out = value
-        for key, repl in (("{python}", self.python), ("{sim_hub}", self.sim_hub),
-                          ("{cache_dir}", self.cache_dir), ("{run_dir}", self.run_dir)):
+        if "{" not in out:
+            return out
+        for name in self.NAMES:
+            key = "{" + name + "}"
             if key in out:
-                out = out.replace(key, repl)
+                out = out.replace(key, getattr(self, name))
         return out
+
+    def resolve_tree(self, value: Any) -> Any:
+        """`value` with every string inside (dict values, list items) resolved; keys are left alone."""
+        if isinstance(value, str):
+            return self.resolve(value)
+        if isinstance(value, dict):
+            return {k: self.resolve_tree(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.resolve_tree(v) for v in value]
+        return value
 
 
 def _json(v: Any) -> str:
@@ -71,28 +122,57 @@ def server_prefix(profile: Profile, ph: Placeholders | None = None) -> list[str]
     return [ph.resolve(x) for x in profile.server.command]
 
 
-def speculative_config(profile: Profile) -> dict[str, Any]:
+def target_model(profile: Profile, ph: Placeholders | None = None) -> str:
+    """models.target as vLLM gets it (placeholders resolved): also the served model name."""
+    return (ph or Placeholders()).resolve(profile.models.target)
+
+
+def draft_model(profile: Profile, ph: Placeholders | None = None) -> str:
+    """speculative.model (or models.draft) as vLLM gets it (placeholders resolved)."""
+    return (ph or Placeholders()).resolve(profile.draft_model)
+
+
+def speculative_config(profile: Profile, ph: Placeholders | None = None) -> dict[str, Any]:
     sp = profile.speculative
-    return {"method": sp.method, "model": profile.draft_model, "num_speculative_tokens": sp.num_speculative_tokens}
+    cfg: dict[str, Any] = {"method": sp.method, "model": draft_model(profile, ph),
+                           "num_speculative_tokens": sp.num_speculative_tokens}
+    if sp.draft_tensor_parallel_size:
+        cfg["draft_tensor_parallel_size"] = sp.draft_tensor_parallel_size
+    return cfg
 
 
 def serve_argv(profile: Profile, speculative: bool, ph: Placeholders | None = None) -> list[str]:
+    ph = ph or Placeholders()
     s = profile.server
-    argv = server_prefix(profile, ph) + ["serve", profile.models.target,
-                                         "--dtype", s.dtype,
-                                         "--tensor-parallel-size", str(s.tensor_parallel_size),
-                                         "--max-num-seqs", str(s.max_num_seqs),
-                                         "--max-model-len", str(s.max_model_len),
-                                         "--max-num-batched-tokens", str(s.max_num_batched_tokens),
-                                         "--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching"]
+    argv = server_prefix(profile, ph) + ["serve", target_model(profile, ph)]
+    if s.dtype != "auto":
+        argv += ["--dtype", s.dtype]
+    if s.tensor_parallel_size > 1:
+        argv += ["--tensor-parallel-size", str(s.tensor_parallel_size)]
+    if s.pipeline_parallel_size > 1:
+        argv += ["--pipeline-parallel-size", str(s.pipeline_parallel_size)]
+    for flag, value in (("--max-num-seqs", s.max_num_seqs), ("--max-model-len", s.max_model_len),
+                        ("--max-num-batched-tokens", s.max_num_batched_tokens)):
+        if value:
+            argv += [flag, str(value)]
+    argv.append("--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching")
+    if s.enforce_eager:
+        argv.append("--enforce-eager")
     if s.hf_overrides:
-        argv += ["--hf-overrides", _json(s.hf_overrides)]
+        argv += ["--hf-overrides", _json(ph.resolve_tree(s.hf_overrides))]
     if s.additional_config:
-        argv += ["--additional-config", _json(s.additional_config)]
+        argv += ["--additional-config", _json(ph.resolve_tree(s.additional_config))]
     if speculative:
-        argv += ["--speculative-config", _json(speculative_config(profile))]
-    argv += ["--host", s.host, "--port", str(s.port)]
+        argv += ["--speculative-config", _json(speculative_config(profile, ph))]
+    argv += ["--host", ph.resolve(s.host), "--port", str(s.port)]
     return argv
+
+
+def prepare_argv(profile: Profile, ph: Placeholders | None = None) -> list[str]:
+    """models.prepare with placeholders resolved ([] when the profile has none). The checkpoints step runs it
+    when a local model directory (tui.core.profile.local_model_keys) does not exist yet."""
+    ph = ph or Placeholders()
+    return [ph.resolve(x) for x in profile.models.prepare]
 
 
 def _version_tuple(v: str | None) -> tuple[int, ...] | None:
@@ -113,10 +193,11 @@ def bench_argv(profile: Profile, result_filename: str, dataset_path: str,
     always `--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99`; on vLLM ≥ 0.15,
     `--temperature 0` (the tutorial means greedy; 0.15+ no longer forces it). `--model` is always
     passed (the tutorial does, and < 0.14 requires it)."""
+    ph = ph or Placeholders()
     b = profile.benchmark
     argv = server_prefix(profile, ph) + ["bench", "serve",
                                          "--base-url", base_url(profile),
-                                         "--model", profile.models.target,
+                                         "--model", target_model(profile, ph),
                                          "--dataset-name", profile.dataset.name,
                                          "--dataset-path", dataset_path,
                                          "--sonnet-input-len", str(b.input_len),
@@ -129,17 +210,20 @@ def bench_argv(profile: Profile, result_filename: str, dataset_path: str,
     vt = _version_tuple(vllm_version)
     if vt is None or vt >= (0, 15):
         argv += ["--temperature", "0"]
-    return argv
+    return [ph.resolve(a) for a in argv]
 
 
 def serve_env(profile: Profile, ph: Placeholders | None = None) -> dict[str, str]:
-    """Environment additions for `vllm serve` (profile env + timeout defaults), placeholders resolved."""
+    """Environment additions for `vllm serve` (profile env + timeout defaults), placeholders resolved.
+    The Neuron compile timeouts are added on platform neuron only; VLLM_ENGINE_READY_TIMEOUT_S and
+    VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS (vLLM's own) everywhere."""
     ph = ph or Placeholders()
     env = {k: ph.resolve(v) for k, v in profile.server.env.items()}
     timeout = int(profile.server.startup_timeout_s)
     env.setdefault("VLLM_ENGINE_READY_TIMEOUT_S", str(timeout))
     for var in COMPILE_TIMEOUT_VARS:
-        env.setdefault(var, str(max(1200, timeout)))
+        if profile.platform == "neuron" or var in GENERIC_TIMEOUT_VARS:
+            env.setdefault(var, str(max(1200, timeout)))
     return env
 
 
@@ -169,13 +253,15 @@ class PlannedCommands:
     baseline_bench: list[str]
     eagle3_bench: list[str]
     env: dict[str, str]
+    prepare: list[str] = field(default_factory=list)
 
 
 def planned_commands(profile: Profile, run_dir: str = "./specdec-runs/<run>", vllm_version: str | None = None,
                      ph: Placeholders | None = None) -> PlannedCommands:
     ph = ph or Placeholders(run_dir=run_dir)
-    dataset = profile.dataset.path or f"{run_dir}/sonnet.txt"
+    dataset = ph.resolve(profile.dataset.path) if profile.dataset.path else f"{run_dir}/sonnet.txt"
     return PlannedCommands(
+        prepare=prepare_argv(profile, ph),
         baseline_serve=serve_argv(profile, False, ph),
         eagle3_serve=serve_argv(profile, True, ph),
         baseline_bench=bench_argv(profile, f"{run_dir}/baseline.json", dataset, vllm_version, ph),
@@ -184,9 +270,25 @@ def planned_commands(profile: Profile, run_dir: str = "./specdec-runs/<run>", vl
     )
 
 
+def _show_placeholders(profile: Profile, run_dir: str) -> Placeholders:
+    """Placeholders for --show-commands: {vllm_python} is the interpreter of the `vllm` on PATH when one is
+    found, else it stays written as "{vllm_python}" (determined at run time)."""
+    ph = Placeholders(run_dir=run_dir)
+    from .probe import find_server_interpreter
+
+    interp = find_server_interpreter(ph.resolve(profile.server.command[0]), dict(os.environ))
+    ph.vllm_python = interp.python or "{vllm_python}"
+    return ph
+
+
 def show_commands_text(profile: Profile, run_dir: str = "./specdec-runs/<run>") -> str:
-    pc = planned_commands(profile, run_dir)
-    parts = [
+    ph = _show_placeholders(profile, run_dir) if profile.models.prepare else None
+    pc = planned_commands(profile, run_dir, ph=ph)
+    parts: list[str] = []
+    if pc.prepare:
+        parts += ["# Checkpoints: prepare the local models (runs only when a model directory is missing)",
+                  format_command(pc.prepare), ""]
+    parts += [
         "# Step 1: baseline server",
         format_command(pc.baseline_serve, pc.env),
         "",

@@ -1,14 +1,31 @@
 """Strict TOML profiles.
 
-A profile is a TOML file with the tables [models], [server], [speculative], [dataset], [benchmark],
-[smoke], [environment] and (simulated profiles only) [simulation]. Loading is strict: an unknown key,
-a wrong type or an out-of-range value raises ProfileError whose message names the file, the key path,
-the bad value and what is allowed. Cross-field checks mirror vllm-neuron's own validation so a bad
-bucket configuration fails here, not after a 20-minute compile.
+A profile is a TOML file with the top-level keys name, description, extends and platform
+("neuron" | "cuda" | "cpu", default "neuron"), the tables [models], [server], [speculative], [dataset],
+[benchmark], [smoke], [environment], and (stand-in / simulated profiles only) [stand_in] and
+[simulation]. Loading is strict: an unknown key, a wrong type or an out-of-range value raises
+ProfileError whose message names the file, the key path, the bad value and what is allowed.
+
+Validation is per platform. On neuron, cross-field checks mirror vllm-neuron's own validation so a bad
+bucket configuration fails here, not after a 20-minute compile. On cuda and cpu a
+[server.additional_config.neuron_config] table is an error. Everywhere: vLLM's rule for
+speculative.draft_tensor_parallel_size (unset, 1, or the target's TP) and the benchmark lengths.
+
+Some defaults depend on the platform (Spec defaults given as PerPlatform): server.tensor_parallel_size (16 on neuron,
+1 elsewhere), environment.instance_type ("trn2.48xlarge" on neuron, "" elsewhere) and
+environment.min_neuron_sdk ("2.31" on neuron; on cuda/cpu it must stay "").
 
 String values may contain placeholders resolved at run time (never at load time, so a saved profile
 replays exactly): {python} (the app's interpreter), {sim_hub} (the loopback hub/mirror URL of a
-simulated run), {cache_dir} (specdec-tui's cache directory), {run_dir}.
+simulated run), {cache_dir} (specdec-tui's cache directory), {run_dir}, {vllm_python} (the interpreter
+that runs the server command's `vllm`), {specdec_tools} (the app's tui/tools directory) and
+{bundled_data} (the directory of the bundled sonnet.txt). See tui.core.commands.Placeholders.
+
+Model names (models.target, models.draft, speculative.model) are Hugging Face repo ids or local
+directories. A local directory is written absolute ("/..."), relative ("./..." or "../..."; relative to
+the directory specdec-tui runs in, as vLLM resolves it) or starting with a placeholder
+("{cache_dir}/..."); see is_local_model(). models.prepare is the argv that creates missing local
+model directories.
 """
 
 from __future__ import annotations
@@ -35,6 +52,21 @@ class ProfileError(Exception):
 _MISSING = object()
 
 
+PLATFORMS = ("neuron", "cuda", "cpu")
+
+
+@dataclass(frozen=True)
+class PerPlatform:
+    """A default that depends on the profile's platform."""
+
+    neuron: Any
+    cuda: Any
+    cpu: Any
+
+    def get(self, platform: str) -> Any:
+        return getattr(self, platform)
+
+
 @dataclass(frozen=True)
 class Spec:
     kind: str  # str | int | float | bool | list[str] | list[int] | table | strmap
@@ -45,6 +77,10 @@ class Spec:
     @property
     def required(self) -> bool:
         return self.default is _MISSING
+
+    def default_for(self, platform: str) -> Any:
+        d = self.default
+        return d.get(platform) if isinstance(d, PerPlatform) else d
 
 
 def _rng(lo: float, hi: float) -> Callable[[Any], bool]:
@@ -57,6 +93,14 @@ def _choice(*options: str) -> tuple[Callable[[Any], bool], str]:
 
 def _nonempty(v: Any) -> bool:
     return bool(str(v).strip()) if not isinstance(v, list) else len(v) > 0
+
+
+def _zero_or(lo: int, hi: int) -> Callable[[Any], bool]:
+    return lambda v: v == 0 or lo <= v <= hi
+
+
+def _argv_ok(v: list[str]) -> bool:
+    return len(v) == 0 or bool(v[0].strip())
 
 
 SIM_FAULTS = (
@@ -72,16 +116,22 @@ SIM_FAULTS = (
 _method_check, _method_allowed = _choice("eagle3", "eagle")
 _fault_check, _fault_allowed = _choice(*SIM_FAULTS)
 _dataset_check, _dataset_allowed = _choice("sonnet")
+_platform_check, _platform_allowed = _choice(*PLATFORMS)
+_NOT_SENT = "0 (vLLM's default: the flag is not sent)"
 
 SCHEMA: dict[str, dict[str, Spec]] = {
     "": {
         "name": Spec("str", "", None, "a short profile name"),
         "description": Spec("str", "", None, "free text"),
         "extends": Spec("str", "", None, "a bundled profile name or a path (resolved when the file is loaded)"),
+        "platform": Spec("str", "neuron", _platform_check, _platform_allowed),
     },
     "models": {
         "target": Spec("str", _MISSING, _nonempty, "a Hugging Face repo id or local path"),
         "draft": Spec("str", _MISSING, _nonempty, "a Hugging Face repo id or local path"),
+        "prepare": Spec("list[str]", [], _argv_ok,
+                        'an argv list run when a local model directory is missing, e.g. '
+                        '["{vllm_python}", "{specdec_tools}/tinymodels.py", "--out", "DIR"], or [] for none'),
     },
     "server": {
         "command": Spec("list[str]", ["vllm"], _nonempty,
@@ -89,11 +139,15 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         "host": Spec("str", "127.0.0.1", _nonempty, "an interface address such as 127.0.0.1"),
         "port": Spec("int", 8000, _rng(1, 65535), "an integer from 1 to 65535"),
         "dtype": Spec("str", "bfloat16", *_choice("auto", "bfloat16", "float16", "float32")),
-        "tensor_parallel_size": Spec("int", 16, _rng(1, 128), "an integer from 1 to 128"),
-        "max_num_seqs": Spec("int", 1, _rng(1, 4096), "an integer from 1 to 4096"),
-        "max_model_len": Spec("int", 768, _rng(16, 1_048_576), "an integer from 16 to 1048576"),
-        "max_num_batched_tokens": Spec("int", 512, _rng(1, 1_048_576), "an integer from 1 to 1048576"),
+        "tensor_parallel_size": Spec("int", PerPlatform(neuron=16, cuda=1, cpu=1), _rng(1, 128),
+                                     "an integer from 1 to 128"),
+        "pipeline_parallel_size": Spec("int", 1, _rng(1, 128), "an integer from 1 to 128 (1: the flag is not sent)"),
+        "max_num_seqs": Spec("int", 1, _zero_or(1, 4096), f"an integer from 1 to 4096, or {_NOT_SENT}"),
+        "max_model_len": Spec("int", 768, _zero_or(16, 1_048_576), f"an integer from 16 to 1048576, or {_NOT_SENT}"),
+        "max_num_batched_tokens": Spec("int", 512, _zero_or(1, 1_048_576),
+                                       f"an integer from 1 to 1048576, or {_NOT_SENT}"),
         "enable_prefix_caching": Spec("bool", False, None, "true or false"),
+        "enforce_eager": Spec("bool", False, None, "true or false (true sends --enforce-eager)"),
         "hf_overrides": Spec("table", {}, None, "a table (sent as JSON to --hf-overrides)"),
         "additional_config": Spec("table", {}, None, "a table (sent as JSON to --additional-config)"),
         "startup_timeout_s": Spec("float", 3600.0, _rng(1, 86400), "seconds, from 1 to 86400"),
@@ -104,6 +158,8 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         "method": Spec("str", "eagle3", _method_check, _method_allowed),
         "model": Spec("str", "", None, "a repo id or path (default: models.draft)"),
         "num_speculative_tokens": Spec("int", 1, _rng(1, 16), "an integer from 1 to 16"),
+        "draft_tensor_parallel_size": Spec("int", 0, _rng(0, 128),
+                                           "0 (unset: vLLM uses the target's TP), or an integer from 1 to 128"),
     },
     "dataset": {
         "name": Spec("str", "sonnet", _dataset_check, _dataset_allowed),
@@ -125,8 +181,15 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         "max_tokens": Spec("int", 10, _rng(1, 4096), "an integer from 1 to 4096"),
     },
     "environment": {
-        "instance_type": Spec("str", "trn2.48xlarge", None, "an EC2 instance type, or empty to skip the check"),
-        "min_neuron_sdk": Spec("str", "2.31", None, 'a release such as "2.31"'),
+        "instance_type": Spec("str", PerPlatform(neuron="trn2.48xlarge", cuda="", cpu=""), None,
+                              "an EC2 instance type, or empty to skip the check"),
+        "min_neuron_sdk": Spec("str", PerPlatform(neuron="2.31", cuda="", cpu=""), None,
+                               'a release such as "2.31" (neuron only)'),
+    },
+    "stand_in": {
+        "command": Spec("list[str]", _MISSING, lambda v: len(v) > 0 and bool(v[0].strip()),
+                        'a non-empty argv list, e.g. ["{python}", "-m", "tui.sim", "stand-in", "--profile", '
+                        '"{run_dir}/profile.toml"]'),
     },
     "simulation": {
         "time_scale": Spec("float", 1.0, lambda v: 0 < v <= 100, "a number > 0 and ≤ 100 (1.0 = real time)"),
@@ -145,6 +208,9 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         "hbm_gib_per_core": Spec("float", 24.0, _rng(1, 1024), "GiB per logical core"),
     },
 }
+
+# Tables that exist only when the profile has them (no defaults filled in otherwise).
+OPTIONAL_TABLES = ("stand_in", "simulation")
 
 _TABLE_TITLES = {k: f"[{k}]" for k in SCHEMA if k}
 _TABLE_TITLES[""] = "the top level"
@@ -214,8 +280,14 @@ class Profile:
         raise AttributeError(item)
 
     @property
+    def platform(self) -> str:
+        """ "neuron" | "cuda" | "cpu" (top-level `platform`, default "neuron")."""
+        return self.data["platform"]
+
+    @property
     def simulated(self) -> bool:
-        return "simulation" in self.raw
+        """True when the profile has a [stand_in] or a [simulation] table (a reported fact)."""
+        return "simulation" in self.raw or "stand_in" in self.raw
 
     @property
     def draft_model(self) -> str:
@@ -282,12 +354,15 @@ def validate_value(section: str, key: str, value: Any, source: str = "<memory>")
 
 def profile_from_dict(raw: dict[str, Any], source: str = "<memory>", name: str | None = None) -> Profile:
     data: dict[str, Any] = {}
+    platform = raw.get("platform", SCHEMA[""]["platform"].default)
+    if "platform" in raw:
+        platform = validate_value("", "platform", platform, source)
     for key in raw:
         if key in SCHEMA and key != "":
             continue
         if key in SCHEMA[""]:
             continue
-        known = ", ".join(f"[{k}]" for k in SCHEMA if k) + ", name, description"
+        known = ", ".join(f"[{k}]" for k in SCHEMA if k) + ", " + ", ".join(SCHEMA[""])
         raise ProfileError(
             f"profile {source}: unknown key '{key}' at the top level; allowed tables and keys: {known}. "
             "Remove it or check its spelling."
@@ -301,7 +376,7 @@ def profile_from_dict(raw: dict[str, Any], source: str = "<memory>", name: str |
                 raise ProfileError(
                     f"profile {source}: '{section}' must be a table ([{section}]), not {_show(given)}."
                 )
-        if section == "simulation" and "simulation" not in raw:
+        if section in OPTIONAL_TABLES and section not in raw:
             continue
         out: dict[str, Any] = {}
         for k, v in given.items():
@@ -322,7 +397,7 @@ def profile_from_dict(raw: dict[str, Any], source: str = "<memory>", name: str |
                     f"profile {source}: required key '{path}' is missing; expected {spec.allowed}. "
                     f"Add it to {_TABLE_TITLES[section]}."
                 )
-            out[k] = copy.deepcopy(spec.default)
+            out[k] = copy.deepcopy(spec.default_for(platform))
         if section == "":
             data.update(out)
         else:
@@ -352,15 +427,34 @@ def _int_list(prof: Profile, nc: dict[str, Any], key: str) -> list[int] | None:
     return v
 
 
+_NC = "server.additional_config.neuron_config"
+
+
 def _cross_checks(prof: Profile) -> None:
+    if prof.platform == "neuron":
+        _neuron_checks(prof)
+    else:
+        _non_neuron_checks(prof)
+    _common_checks(prof)
+
+
+def _neuron_checks(prof: Profile) -> None:
+    """vllm-neuron's own rules: fixed shapes, buckets, on-device sampling with speculation, no mxfp4 on trn2."""
     s = prof.data["server"]
     src = prof.source
+    for key in ("max_num_seqs", "max_model_len", "max_num_batched_tokens"):
+        if s[key] == 0:
+            raise ProfileError(
+                f"profile {src}: server.{key} = 0 is not valid on platform 'neuron'; allowed: a positive integer "
+                "(vllm-neuron compiles a graph for these exact shapes, so vLLM's default cannot be left to it). "
+                f"Set server.{key} explicitly."
+            )
     nc = _neuron_config(prof)
     if nc is not None:
         nbt = _int_list(prof, nc, "num_batched_tokens_buckets")
         if nbt is not None and max(nbt) != s["max_num_batched_tokens"]:
             raise ProfileError(
-                f"profile {src}: server.additional_config.neuron_config.num_batched_tokens_buckets = {nbt} is not valid; "
+                f"profile {src}: {_NC}.num_batched_tokens_buckets = {nbt} is not valid; "
                 f"its largest value must equal server.max_num_batched_tokens ({s['max_num_batched_tokens']}), as vllm-neuron "
                 "requires. Make the two agree."
             )
@@ -370,51 +464,106 @@ def _cross_checks(prof: Profile) -> None:
             assert kvl is not None
             bad = [x for x in kvl if x not in (512, 1024, 2048, 4096, 8192)]
             if bad:
-                raise _err(src, "server.additional_config.neuron_config.kv_segment_size_buckets", kvl,
-                           "values from {512, 1024, 2048, 4096, 8192}")
+                raise _err(src, f"{_NC}.kv_segment_size_buckets", kvl, "values from {512, 1024, 2048, 4096, 8192}")
             want = nbt if nbt is not None else [s["max_num_batched_tokens"]]
             if sorted(kvl) != sorted(want):
                 raise ProfileError(
-                    f"profile {src}: server.additional_config.neuron_config.kv_segment_size_buckets = {kvl} is not valid; "
+                    f"profile {src}: {_NC}.kv_segment_size_buckets = {kvl} is not valid; "
                     f"it must equal num_batched_tokens_buckets ({want}) — the segmented-prefill kernel supports a "
                     "single segment size identical to the prefill bucket. Make the two lists equal."
                 )
         nsb = _int_list(prof, nc, "num_seqs_buckets")
         if nsb is not None and max(nsb) != s["max_num_seqs"]:
             raise ProfileError(
-                f"profile {src}: server.additional_config.neuron_config.num_seqs_buckets = {nsb} is not valid; "
+                f"profile {src}: {_NC}.num_seqs_buckets = {nsb} is not valid; "
                 f"its largest value must equal server.max_num_seqs ({s['max_num_seqs']}). Make the two agree."
             )
         quant = nc.get("quantization")
         inst = prof.data["environment"]["instance_type"]
         if quant == "mxfp4" and (inst == "" or inst.startswith("trn2")):
             raise ProfileError(
-                f"profile {src}: server.additional_config.neuron_config.quantization = 'mxfp4' is not valid on trn2; "
+                f"profile {src}: {_NC}.quantization = 'mxfp4' is not valid on trn2; "
                 "allowed: 'bf16' (vllm-neuron raises \"quantization='mxfp4' is not supported on TRN2\"). "
                 "Use quantization = \"bf16\" with hf_overrides = {quantization_config = {}}."
             )
         ods = nc.get("on_device_sampling_config")
         if ods is not None and not isinstance(ods, dict):
-            raise _err(src, "server.additional_config.neuron_config.on_device_sampling_config", ods, "a table")
+            raise _err(src, f"{_NC}.on_device_sampling_config", ods, "a table")
     if "speculative" in prof.raw:
         if nc is None or nc.get("on_device_sampling_config") is None:
             raise ProfileError(
-                f"profile {src}: server.additional_config.neuron_config.on_device_sampling_config is missing; "
+                f"profile {src}: {_NC}.on_device_sampling_config is missing; "
                 "vllm-neuron requires on-device sampling for speculative decoding. Add "
                 "on_device_sampling_config = {all_greedy = true} to [server.additional_config.neuron_config]."
             )
+
+
+def _non_neuron_checks(prof: Profile) -> None:
+    """cuda / cpu: nothing Neuron-specific may be configured."""
+    src, plat = prof.source, prof.platform
+    if "neuron_config" in prof.data["server"]["additional_config"]:
+        raise ProfileError(
+            f"profile {src}: {_NC} is not valid on platform {plat!r}; allowed: a neuron_config table only with "
+            f"platform = \"neuron\" (it configures the vllm-neuron plugin, which vLLM on {plat} does not load). "
+            f"Remove [{_NC}] from the profile, or set platform = \"neuron\"."
+        )
+    sdk = prof.data["environment"]["min_neuron_sdk"]
+    if sdk:
+        raise ProfileError(
+            f"profile {src}: environment.min_neuron_sdk = {sdk!r} is not valid on platform {plat!r}; allowed: \"\" "
+            "(the Neuron SDK is only checked on platform \"neuron\"). Remove environment.min_neuron_sdk, or set "
+            "platform = \"neuron\"."
+        )
+
+
+def _common_checks(prof: Profile) -> None:
+    s = prof.data["server"]
+    src = prof.source
+    dtp = prof.data["speculative"]["draft_tensor_parallel_size"]
+    tp = s["tensor_parallel_size"]
+    if dtp not in (0, 1, tp):
+        raise ProfileError(
+            f"profile {src}: speculative.draft_tensor_parallel_size = {dtp} is not valid; allowed: 0 (unset: vLLM "
+            f"uses the target's TP), 1, or server.tensor_parallel_size ({tp}) — vLLM rejects any other value. "
+            f"Set it to 1 or {tp}, or remove it."
+        )
+    m = prof.data["models"]
+    if m["prepare"] and not local_model_keys(prof):
+        raise ProfileError(
+            f"profile {src}: models.prepare = {m['prepare']!r} is not valid; allowed: a prepare command only when "
+            "models.target, models.draft or speculative.model is a local directory (\"/...\", \"./...\", "
+            "\"../...\" or \"{cache_dir}/...\"), since it runs only when such a directory is missing. "
+            "Point a model at the directory the command creates, or remove models.prepare."
+        )
     b = prof.data["benchmark"]
-    if b["input_len"] + b["output_len"] > s["max_model_len"]:
+    if s["max_model_len"] and b["input_len"] + b["output_len"] > s["max_model_len"]:
         raise ProfileError(
             f"profile {src}: benchmark.input_len + benchmark.output_len = {b['input_len'] + b['output_len']} is not "
             f"valid; it must not exceed server.max_model_len ({s['max_model_len']}) or every request is rejected. "
             "Lower the lengths or raise max_model_len."
         )
-    if b["max_concurrency"] > s["max_num_seqs"]:
+    if s["max_num_seqs"] and b["max_concurrency"] > s["max_num_seqs"]:
         raise ProfileError(
             f"profile {src}: benchmark.max_concurrency = {b['max_concurrency']} is not valid; it must not exceed "
             f"server.max_num_seqs ({s['max_num_seqs']}). Lower max_concurrency or raise max_num_seqs."
         )
+
+
+def is_local_model(name: str) -> bool:
+    """A model name that names a local directory rather than a Hugging Face repo id: absolute ("/..."),
+    explicitly relative ("./...", "../...", "." or ".."), or starting with a placeholder ("{cache_dir}/...")."""
+    return (name.startswith(("/", "./", "../", "{")) or name in (".", ".."))
+
+
+def local_model_keys(prof: Profile) -> dict[str, str]:
+    """{key path: unresolved value} of the model names that are local directories (see is_local_model)."""
+    out: dict[str, str] = {}
+    for key, value in (("models.target", prof.data["models"]["target"]),
+                       ("models.draft", prof.data["models"]["draft"]),
+                       ("speculative.model", prof.data["speculative"]["model"])):
+        if value and is_local_model(value):
+            out[key] = value
+    return out
 
 
 def _toml_error(source: str, exc: tomllib.TOMLDecodeError) -> ProfileError:
@@ -522,11 +671,15 @@ def load_profile(name_or_path: str) -> Profile:
 
 
 __all__ = [
+    "PLATFORMS",
+    "PerPlatform",
     "Profile",
     "ProfileError",
     "SCHEMA",
     "SIM_FAULTS",
     "bundled_profiles",
+    "is_local_model",
+    "local_model_keys",
     "load_profile",
     "load_profile_text",
     "profile_from_dict",

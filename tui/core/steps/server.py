@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from .. import diagnostics as dg
-from ..commands import base_url, format_command, serve_argv, serve_env
+from ..commands import base_url, format_command, serve_argv, serve_env, target_model
 from ..events import Data, Notice
 from ..logwatch import ServeLogWatcher
 from ..supervisor import ManagedProcess, port_free, port_holder, wait_port_free
@@ -57,7 +57,7 @@ class ServerRun:
         self._stopped = False
         self.vllm_version: str | None = None
         self.dataset_path = ""
-        self.served_name = self.prof.models.target
+        self.served_name = target_model(self.prof, ctx.ph)  # placeholders resolved, as vLLM serves it
 
     # -- helpers -----------------------------------------------------------------------------------
     def diag(self, d: Any) -> None:
@@ -164,7 +164,7 @@ class ServerRun:
                     self.facts.add("/v1/models", "unreachable", "fail", str(exc), "check the server log")
                     return False
                 ids = [m.get("id") for m in data] + [m.get("root") for m in data]
-                target = self.prof.models.target
+                target = target_model(self.prof, self.ctx.ph)
                 if target not in ids:
                     self.facts.add("/v1/models", ", ".join(str(i) for i in ids) or "empty", "fail",
                                    f"does not list {target}", "check models.target / --served-model-name")
