@@ -473,3 +473,23 @@ def test_local_draft_on_a_hub_target(hub, tmp_path):
     assert run.fact("hidden size").value == "draft 8 ≠ target 2880"
     assert run.fact("vocab mapping").status == "pass"
     assert run.fact("aux layers").value.startswith("(2, 18, 33)")
+
+
+@pytest.mark.parametrize("layout", ["speculators", "eagle3-repo"])
+def test_tinymodels_shaped_drafts_pass(tmp_path, layout):
+    """The shapes tui/tools/tinymodels.py writes: full draft vocabulary (no d2t), target_hidden_size, pinned
+    aux layers (the repo layout also in eagle_config), verifier "target" (the target directory's name)."""
+    t = fx.target(tmp_path / "tiny" / "target")
+    make = fx.speculators_draft if layout == "speculators" else fx.eagle3_repo_draft
+    d = make(tmp_path / "tiny" / f"draft-{layout}", draft_vocab=fx.V, aux=[1, 2, 3])
+    cfg = json.loads((d / "config.json").read_text())
+    cfg["target_hidden_size"] = fx.H
+    if layout == "eagle3-repo":
+        cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [1, 2, 3], "use_aux_hidden_state": True}
+    else:
+        cfg["transformer_layer_config"]["architectures"] = ["LlamaForCausalLM"]
+    (d / "config.json").write_text(json.dumps(cfg))
+    run = run_step(tmp_path, profile(str(t), str(d)))
+    assert not run.failed, run.dump()
+    assert run.fact("vocab mapping").value == f"full vocabulary ({fx.V})"
+    assert run.fact("aux layers").status == "pass"
