@@ -14,7 +14,8 @@ from tui.widgets.facts import fact_icon, facts_text
 
 from .base import StepPane
 
-COMPAT_NAMES = ("draft type", "draft verifier", "hidden size", "vocab size", "compatibility",
+COMPAT_NAMES = ("draft type", "draft verifier", "hidden size", "vocab size", "vocab mapping", "aux layers",
+                "compatibility",
                 "target quantization", "quantization override")
 _CARD_ORDER = ("checkpoint", "commit", "access", "size", "config")
 

@@ -73,6 +73,32 @@ def test_hf_hub_download_and_model_info(hub, tmp_path):
     assert 1.5e9 < size < 1.9e9
 
 
+def test_bundled_profiles_models_are_served(hub, tmp_path):
+    """The repos of the bundled profiles, as their model cards / vLLM's docs describe them."""
+    api = HfApi(endpoint=hub.url, token=False)
+    llama3 = json.loads(Path(_dl(hub, tmp_path, "meta-llama/Meta-Llama-3-8B-Instruct",
+                                 token=AUTHORIZED_TOKEN)).read_text())
+    assert (llama3["hidden_size"], llama3["vocab_size"], llama3["num_hidden_layers"]) == (4096, 128256, 32)
+    assert api.model_info("meta-llama/Meta-Llama-3-8B-Instruct").gated == "manual"
+    eagle1 = json.loads(Path(_dl(hub, tmp_path, "yuhuili/EAGLE-LLaMA3-Instruct-8B")).read_text())
+    assert eagle1["architectures"] == ["LlamaForCausalLM"] and eagle1["num_hidden_layers"] == 1
+    assert "speculators_config" not in eagle1  # the EAGLE-1 repo layout names no verifier
+    names = [s.rfilename for s in api.model_info("yuhuili/EAGLE-LLaMA3-Instruct-8B").siblings]
+    assert "pytorch_model.bin" in names
+    for repo, verifier, hidden, vocab, dv in (
+            ("stevenabreu7/gpt-oss-120b-speculator.eagle3", TARGET, 2880, 201088, 64000),
+            ("RedHatAI/gpt-oss-20b-speculator.eagle3", "openai/gpt-oss-20b", 2880, 201088, 64000),
+            ("RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", "meta-llama/Llama-3.1-8B-Instruct", 4096, 128256,
+             32000)):
+        cfg = json.loads(Path(_dl(hub, tmp_path, repo)).read_text())
+        assert cfg["speculators_model_type"] == "eagle3"
+        assert cfg["speculators_config"]["verifier"]["name_or_path"] == verifier
+        tl = cfg["transformer_layer_config"]
+        assert (tl["hidden_size"], tl["vocab_size"], cfg["draft_vocab_size"]) == (hidden, vocab, dv)
+    gpt20 = json.loads(Path(_dl(hub, tmp_path, "openai/gpt-oss-20b")).read_text())
+    assert (gpt20["num_hidden_layers"], gpt20["num_local_experts"], gpt20["hidden_size"]) == (24, 32, 2880)
+
+
 def test_listed_weights_are_not_served(hub):
     r = httpx.head(f"{hub.url}/{TARGET}/resolve/main/model-00000-of-00014.safetensors")
     assert r.status_code == 200 and int(r.headers["content-length"]) > 1e9

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from .rundir import redact
+from .safetensors_header import DirTensors, read_dir
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 DEFAULT_TIMEOUT_S = 10.0
@@ -284,6 +285,9 @@ class ModelProbe:
     config: dict[str, Any] | None = None
     failure: HubFailure | None = None
     info_skipped: bool = False  # model_info not asked (offline mode)
+    # Local directories: tensor names/shapes from the safetensors headers (None for hub repos: their
+    # weights are not downloaded, so layout checks rely on config.json and conventions there).
+    tensors: DirTensors | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -292,6 +296,8 @@ class ModelProbe:
             "size_bytes": self.size_bytes, "repo_bytes": self.repo_bytes, "cached_bytes": self.cached_bytes,
             "files": self.files, "error": None if self.failure is None else
             {"kind": self.failure.kind, "value": self.failure.value, "detail": self.failure.detail},
+            "tensors": None if self.tensors is None else {
+                "files": self.tensors.files, "count": len(self.tensors.tensors), "note": self.tensors.note},
         }
 
 
@@ -325,7 +331,8 @@ def _read_local(name: str) -> ModelProbe:
     probe = ModelProbe(name, "local", path=str(path))
     if not path.is_dir():
         probe.failure = HubFailure("not-found", "local path not found", f"{path} is not a directory",
-                                   "Fix the path, or use a Hugging Face repo id such as openai/gpt-oss-120b.")
+                                   "Fix the path, or use a Hugging Face repo id such as openai/gpt-oss-120b "
+                                   "(a profile can also create local checkpoints first with models.prepare).")
         return probe
     cfg = path / "config.json"
     if not cfg.is_file():
@@ -345,9 +352,14 @@ def _read_local(name: str) -> ModelProbe:
     probe.files = count
     try:
         probe.config = json.loads(cfg.read_text(encoding="utf-8"))
+        if not isinstance(probe.config, dict):
+            raise ValueError("config.json is not a JSON object")
     except (OSError, UnicodeDecodeError, ValueError) as exc:
+        probe.config = None
         probe.failure = HubFailure("bad-config", "config.json unreadable", f"{cfg}: {_first_line(exc)}",
                                    "Check the file (it must be the checkpoint's JSON config).")
+        return probe
+    probe.tensors = read_dir(path)  # headers only: a few KB per shard, no weights loaded
     return probe
 
 

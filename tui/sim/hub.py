@@ -15,8 +15,11 @@ unmodified against it with `HF_ENDPOINT` set to its URL:
   `Content-Length` and `Range` (206 + `Content-Range`).
 
 Repositories: `openai/gpt-oss-120b`, `RedHatAI/gpt-oss-120b-speculator.eagle3` (the tutorial pair),
-`openai/gpt-oss-20b`, the gated `meta-llama/Llama-3.1-8B-Instruct`, and test drafts under `specdec-sim/`
-(see `default_repos()`). Commits are sha1 of the repo id, so they are stable.
+`stevenabreu7/gpt-oss-120b-speculator.eagle3`, `openai/gpt-oss-20b` + `RedHatAI/gpt-oss-20b-speculator.eagle3`,
+the gated `meta-llama/Llama-3.1-8B-Instruct` + `RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3`, the gated
+`meta-llama/Meta-Llama-3-8B-Instruct` + the EAGLE-1 `yuhuili/EAGLE-LLaMA3-Instruct-8B`, and test drafts under
+`specdec-sim/` (see `default_repos()`). Gated repositories answer downloads only with a token in `tokens`
+(default: `AUTHORIZED_TOKEN`). Commits are sha1 of the repo id, so they are stable.
 
 Faults, per server (`start_hub(delay=..., faults=...)`) or changed at run time
 (`HubHandle.set_fault`): `faults` maps an fnmatch pattern on the request path to a spec, a
@@ -207,8 +210,11 @@ GPT_OSS_120B_CONFIG: dict[str, Any] = {
     "vocab_size": 201088,
 }
 
+# meta-llama/Llama-3.1-8B-Instruct (gated upstream), as published.
 LLAMA_31_8B_CONFIG: dict[str, Any] = {
     "architectures": ["LlamaForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
     "bos_token_id": 128000,
     "eos_token_id": [128001, 128008, 128009],
     "hidden_act": "silu",
@@ -219,10 +225,73 @@ LLAMA_31_8B_CONFIG: dict[str, Any] = {
     "num_attention_heads": 32,
     "num_hidden_layers": 32,
     "num_key_value_heads": 8,
+    "mlp_bias": False,
+    "pretraining_tp": 1,
     "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
     "rope_theta": 500000.0,
     "tie_word_embeddings": False,
     "torch_dtype": "bfloat16",
+    "transformers_version": "4.43.0.dev0",
+    "use_cache": True,
+    "vocab_size": 128256,
+}
+
+
+# meta-llama/Meta-Llama-3-8B-Instruct (gated upstream). Values as published in its config.json; the
+# transformers_version string is assumed.
+LLAMA_3_8B_CONFIG: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 128000,
+    "eos_token_id": 128009,
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "initializer_range": 0.02,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 8192,
+    "model_type": "llama",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": None,
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.40.0.dev0",
+    "use_cache": True,
+    "vocab_size": 128256,
+}
+
+# yuhuili/EAGLE-LLaMA3-Instruct-8B: the EAGLE-1 repo layout. A plain one-layer LlamaForCausalLM config (no
+# Eagle architecture, no verifier: its target, meta-llama/Meta-Llama-3-8B-Instruct, is named only by the
+# model card), weights in pytorch_model.bin (embed_tokens, layers.0.*, fc over 2 × hidden). The sizes
+# follow the target's; max_position_embeddings, torch_dtype and transformers_version are assumed.
+EAGLE_LLAMA3_8B_CONFIG: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLM"],
+    "bos_token_id": 128000,
+    "eos_token_id": 128001,
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "initializer_range": 0.02,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 8192,
+    "model_type": "llama",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 1,
+    "num_key_value_heads": 8,
+    "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": None,
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "float16",
+    "transformers_version": "4.28.1",
+    "use_cache": True,
     "vocab_size": 128256,
 }
 
@@ -306,6 +375,31 @@ def default_repos() -> dict[str, SimRepo]:
                          listed=_shards("model", 4, 16_060_522_496, "llama")  # 4 shards, 1-based upstream
                          , gated="manual", tags=("transformers", "safetensors", "llama")))
     repos.append(_draft_repo("RedHatAI/gpt-oss-120b-speculator.eagle3", speculators_config()))
+    # The drafts of the other bundled profiles, as far as their model cards and the vLLM docs document them.
+    # stevenabreu7's card: EAGLE-3 for openai/gpt-oss-120b, ~855M parameters, hidden 2880, intermediate 2880,
+    # 64 heads / 8 KV heads, draft vocab 64000, target vocab 201088, norm_before_fc/norm_before_residual true,
+    # max_position_embeddings 131072, trained with vllm-project/speculators (so: the speculators layout;
+    # speculators_version and the proposal count are assumed).
+    repos.append(_draft_repo("stevenabreu7/gpt-oss-120b-speculator.eagle3", speculators_config()))
+    # vLLM's EAGLE3 example draft for Llama 3.1 8B (speculators layout); draft vocab 32000 and head_dim 128
+    # are assumed from the speculators Llama recipes; size assumed.
+    repos.append(_draft_repo("RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3",
+                             speculators_config(verifier="meta-llama/Llama-3.1-8B-Instruct",
+                                                verifier_arch="LlamaForCausalLM", hidden_size=4096,
+                                                vocab_size=128256, draft_vocab_size=32000, heads=32,
+                                                intermediate_size=14336), size=851_000_000))
+    # vLLM's pipeline-parallel EAGLE3 example for gpt-oss-20b. Assumed: the same head shape and draft vocab as
+    # the 120b speculator (hidden 2880 is the target's; draft vocab 64000 is not documented for this one).
+    repos.append(_draft_repo("RedHatAI/gpt-oss-20b-speculator.eagle3",
+                             speculators_config(verifier="openai/gpt-oss-20b")))
+    repos.append(SimRepo("meta-llama/Meta-Llama-3-8B-Instruct",
+                         files={"config.json": _j(LLAMA_3_8B_CONFIG), "README.md": _readme("Meta Llama 3 8B Instruct")},
+                         listed=_shards("model", 4, 16_060_522_496, "llama3"), gated="manual",
+                         tags=("transformers", "safetensors", "llama")))
+    # EAGLE-1 drafts ship pytorch_model.bin; its size (≈0.78B parameters in fp16) is assumed.
+    repos.append(SimRepo("yuhuili/EAGLE-LLaMA3-Instruct-8B",
+                         files={"config.json": _j(EAGLE_LLAMA3_8B_CONFIG), "README.md": _readme("EAGLE-LLaMA3-Instruct-8B")},
+                         listed={"pytorch_model.bin": 1_555_161_526}, tags=("pytorch",), library_name="transformers"))
     # Test drafts: each differs from the tutorial draft in one way (or, for the Llama one, all of them).
     repos.append(_draft_repo("specdec-sim/gpt-oss-120b-speculator.eagle", speculators_config(algorithm="eagle")))
     repos.append(_draft_repo("specdec-sim/gpt-oss-20b-speculator.eagle3",
