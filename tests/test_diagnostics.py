@@ -326,3 +326,16 @@ def test_first_request_death_without_draft_is_not_called_a_mismatch():
 
 def test_first_request_failure_without_a_death_raises_nothing():
     assert dg.first_request_death("eagle3", facts("cpu"), [], 404, None) == []
+
+
+def test_first_request_death_from_the_real_capture():
+    pipe = LogPipeline(speculative=True, platform="cpu")
+    with open(LOGS / "real_cpu_0.32_eagle3_bad_aux.log", newline="") as fh:
+        for i, raw in enumerate(fh.read().split("\n")):
+            pipe.feed(raw, float(i))
+    errors = [(e.kind, e.line, list(e.context[-3:])) for e in pipe.errors_after_ready()]
+    f = facts("cpu", target="/models/tiny/target", draft="/models/tiny/draft-eagle3-badaux")
+    (d,) = dg.first_request_death("eagle3", f, errors, 500, 0, pipe.root_cause())
+    assert d.id == "engine-died-on-first-request"
+    assert d.evidence[0] == "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x256 and 384x128)"
+    assert "shapes 4x256 and 384x128" in d.remedy and "draft-eagle3-badaux" in d.remedy

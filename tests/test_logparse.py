@@ -757,9 +757,46 @@ def test_real_cpu_eagle3_log_phases_and_cache():
     assert [p.name for p in r.pipe.phases] == ["config", "weights", "draft", "compile", "kv-cache", "engine", "api",
                                                "ready"]
     assert r.pipe.phase_record("draft").detail == "Loading drafter model..."
-    assert r.pipe.phase_record("weights").reported_s == 0.02 and r.pipe.phase_record("draft").reported_s == 0.02
-    assert r.pipe.phase_record("engine").reported_s == 147.67
+    # each model's own "Loading weights took" (target, then drafter), as recorded
+    weights = [float(x) for x in re.findall(r"Loading weights took ([\d.]+) seconds", "\n".join(r.lines))]
+    assert len(weights) == 2
+    assert r.pipe.phase_record("weights").reported_s == weights[0]
+    assert r.pipe.phase_record("draft").reported_s == weights[1]
+    init = float(re.search(r"warmup model\) took ([\d.]+) s", "\n".join(r.lines)).group(1))
+    assert r.pipe.phase_record("engine").reported_s == init
     caches = r.of(CacheResult)  # backbone and draft head both compiled (AOT saved): two misses
     assert [(c.key.split(" AOT ")[0], c.hit) for c in caches] == [("[backbone]", False), ("[eagle_head]", False)]
     assert r.pipe.errors == [] and not [c.text for c in r.of(CleanLine) if c.is_error]
     assert any("SpecDecoding metrics:" in c.text for c in r.of(CleanLine))
+
+
+def test_aot_load_failure_is_a_compile_marker_not_a_hit():
+    p = LogPipeline(platform="cpu")
+    pre = "(Worker pid=7) WARNING 12-01 16:50:00 [decorators.py:333] "
+    ev = p.feed(pre + "[backbone] Compiling model again due to a load failure from /c/torch_aot_compile/"
+                      "84a8fb3082973e97/rank_0_0/model, reason: source changed", 1.0)
+    assert p.phase == "compile" and not [e for e in ev if isinstance(e, CacheResult)]
+    ev = p.feed("(Worker pid=7) INFO 12-01 16:50:30 [decorators.py:743] [backbone] saved AOT compiled function to "
+                "/c/torch_aot_compile/84a8fb3082973e97/rank_0_0/model", 2.0)
+    assert [(c.hit, c.key) for c in ev if isinstance(c, CacheResult)] == [(False, "[backbone] AOT 84a8fb3082973e97")]
+    assert p.errors == []
+
+
+REAL_CPU_BAD_AUX = "real_cpu_0.32_eagle3_bad_aux.log"  # real capture: clean start, the first request kills it
+
+
+def test_real_cpu_bad_aux_clean_start_then_death_on_first_request():
+    r = run(REAL_CPU_BAD_AUX, True)
+    assert r.pipe.route == "vllm" and r.pipe.ready
+    # --enforce-eager: no torch.compile phase
+    assert [p.name for p in r.pipe.phases] == ["config", "weights", "draft", "kv-cache", "engine", "api", "ready"]
+    ready_i = r.first_index("Application startup complete.")
+    before = [e for e in r.pipe.errors if e.ts < ts_of(ready_i)]
+    assert before == []  # the start was clean
+    after = r.pipe.errors_after_ready()
+    assert after == r.pipe.errors
+    kinds = [e.kind for e in after]
+    assert kinds[0] == "tensor-shape-mismatch" and "engine-dead" in kinds
+    assert after[0].line == "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x256 and 384x128)"
+    assert any("EngineDeadError" in e.line for e in after if e.kind == "engine-dead")
+    assert r.pipe.primary_error.kind == "tensor-shape-mismatch"

@@ -111,7 +111,8 @@ async def test_engine_dies_on_first_request_is_a_draft_target_mismatch(tmp_path)
     d = diags[0]
     assert "first request" in d.title and "mismatch" in d.title
     assert "mat1 and mat2 shapes cannot be multiplied" in d.evidence[0]
-    assert "first request: HTTP 500" in d.evidence and "server exited with code 1" in d.evidence
+    assert "first request: HTTP 500" in d.evidence and "server exited with code 0" in d.evidence
+    assert any("EngineDeadError" in e for e in d.evidence)
     assert "/models/tiny/draft-eagle3" in d.remedy and "/models/tiny/target" in d.remedy
     assert "eagle_aux_hidden_state_layer_ids" in d.remedy
     facts = {f.name: f for f in events if isinstance(f, Fact)}

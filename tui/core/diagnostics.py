@@ -447,8 +447,9 @@ def first_request_death(step: str, f: ServeFacts, errors: list[tuple[str, str, l
     ev: list[str] = []
     if cause:
         ev.append(cause)
-    if any(k == "engine-dead" for k, _, _ in errors):
-        ev.append(next(line for k, line, _ in errors if k == "engine-dead"))
+    dead = [line for k, line, _ in errors if k == "engine-dead"]
+    if dead:
+        ev.append(next((x for x in dead if "EngineDeadError" in x), dead[0]))
     ev.append(f"first request: HTTP {http_status}" if http_status is not None else "first request: no reply")
     ev.append(f"server exited with code {exit_code}" if exit_code is not None else "server still running")
     if f.speculative and aux_layers_line:
