@@ -339,3 +339,16 @@ def test_first_request_death_from_the_real_capture():
     assert d.id == "engine-died-on-first-request"
     assert d.evidence[0] == "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x256 and 384x128)"
     assert "shapes 4x256 and 384x128" in d.remedy and "draft-eagle3-badaux" in d.remedy
+
+
+def test_serve_facts_from_profile():
+    from tui.core.profile import profile_from_dict
+
+    prof = profile_from_dict({"models": {"target": "t/target", "draft": "d/draft"},
+                              "server": {"tensor_parallel_size": 4, "max_model_len": 2048}})
+    f = dg.ServeFacts.from_profile(prof, True, {"VLLM_CPU_KVCACHE_SPACE": "2", "HOME": "/x"}, "/v/bin/python")
+    assert (f.platform, f.tp, f.max_model_len, f.target, f.draft, f.speculative) == (
+        "neuron", 4, 2048, "t/target", "d/draft", True)  # platform: "neuron" until the profile says otherwise
+    assert f.env == (("VLLM_CPU_KVCACHE_SPACE", "2"),) and f.vllm_python == "/v/bin/python"
+    prof.data["platform"] = "cpu"
+    assert dg.ServeFacts.from_profile(prof).platform == "cpu"

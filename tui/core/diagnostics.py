@@ -401,7 +401,8 @@ def platform_log_diagnosis(step: str, kind: str, line: str, context: list[str], 
     if kind == "kv-cache-insufficient":
         m = _NEEDED.search(line)
         if m:
-            ev.append(f"needed {m.group(1)} GiB for one request of {f.max_model_len} tokens, available {m.group(2)} GiB")
+            ev.append(f"needed {m.group(1)} GiB for one request of {f.max_model_len} tokens, "
+                      f"available {m.group(2)} GiB")
         return _custom(kind, step, ev, _kv_cache_remedy(line, f))
     if kind == "cpu-kv-cache-space":
         m = _CPU_AVAIL.search(line)
@@ -424,7 +425,8 @@ def platform_log_diagnosis(step: str, kind: str, line: str, context: list[str], 
             remedy = f"vLLM itself is not importable from {py}: point server.command at the vLLM venv's `vllm`."
         else:
             hint = " (vLLM's [bench] extra)" if top == "pandas" else ""
-            remedy = f"Install {top}{hint} into {py}: `{f.vllm_python or 'python'} -m pip install {top}`, then relaunch."
+            remedy = (f"Install {top}{hint} into {py}: `{f.vllm_python or 'python'} -m pip install {top}`, "
+                      "then relaunch.")
         return _custom(kind, step, ev, remedy)
     if kind == "vllm-metadata-missing":
         return make(kind, step, ev)

@@ -413,8 +413,8 @@ _ERROR_RULES: tuple[_ErrRule, ...] = (
              re.compile(r"^(?:[\w.]+: )?ModuleNotFoundError: No module named ")),
     _ErrRule("tensor-shape-mismatch", ("shapes cannot be multiplied",),
              re.compile(r"mat1 and mat2 shapes cannot be multiplied")),
-    _ErrRule("engine-dead", ("EngineDeadError", "EngineCore encountered an issue", "EngineCore encountered a fatal error"),
-             None),
+    _ErrRule("engine-dead",
+             ("EngineDeadError", "EngineCore encountered an issue", "EngineCore encountered a fatal error"), None),
     _ErrRule("engine-failed", ("EngineCore failed to start", "Engine core initialization failed"), None),
 )
 
@@ -459,7 +459,8 @@ _VLLM_PHASE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("compile", ("Starting torch.compile", "torch.compile took", "torch.compile takes",
                  "torch.compile and initial profiling", "Dynamo bytecode transform time",
                  "Compiling a graph for", "Directly load the compiled graph", "Directly load AOT compilation",
-                 "saved AOT compiled function", "Compiling model again due to a load failure", "Cache the graph of", "for vLLM's torch.compile", "vLLM's torch.compile cache is disabled",
+                 "saved AOT compiled function", "Compiling model again due to a load failure", "Cache the graph of",
+                 "for vLLM's torch.compile", "vLLM's torch.compile cache is disabled",
                  "Warming up model for the compilation", "Initial profiling/warmup run took")),
     ("draft", ("Loading drafter model", "Spec decode enabled. Loading draft model")),
     ("weights", ("Starting to load model", "Loading weights took", "Model loading took",
