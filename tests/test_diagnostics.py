@@ -188,3 +188,167 @@ def test_single_line_signatures(line, expected):
 def test_hbm_remedy_at_tp16_does_not_recommend_tp16():
     d = dg.hbm("baseline", ["Failed to allocate 4.000GB on ND 0:NC 4"], 16)
     assert "tensor-parallel-size 16 or higher" not in d.remedy
+
+
+# ----------------------------------------------------------- generic vLLM (CPU / CUDA) signatures
+
+def facts(platform="cuda", **kw) -> dg.ServeFacts:
+    base = dict(platform=platform, tp=2, max_model_len=131072, max_num_seqs=4, target="meta-llama/Llama-3.1-8B",
+                draft="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", method="eagle3", speculative=True)
+    base.update(kw)
+    return dg.ServeFacts(**base)
+
+
+KV_NEEDED = ("ValueError: To serve at least one request with the model's max seq len (131072), (16.0 GiB KV cache is "
+             "needed, which is larger than the available KV cache memory (9.5 GiB). Based on the available memory, "
+             "the estimated maximum model length is 77824. Try increasing `gpu_memory_utilization` (which also "
+             "controls CPU memory on the CPU backend) or decreasing `max_model_len` when initializing the engine.")
+NO_BLOCKS = ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+             "initializing the engine (this flag also controls CPU memory reservation on the CPU backend, despite its "
+             "name).")
+CPU_SPACE = ("ValueError: Available memory on node 0 (3.2/7.34 GiB) on kv cache allocation is less than requested "
+             "memory for kv (16.0 GiB). Decrease --kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE, or reduce CPU "
+             "memory used by other processes.")
+CUDA_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+            "79.19 GiB of which 1.06 GiB is free.")
+WRAPPER = ("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): "
+           "{'EngineCore_DP0': 1}")
+
+
+def startup_failure(line: str, serve: dg.ServeFacts, wrapper: bool = True) -> list:
+    pipe = LogPipeline(platform=serve.platform)
+    raw = ["(EngineCore_DP0 pid=3) ERROR 12-01 10:00:00 [core.py:1100] EngineCore failed to start.",
+           "(EngineCore_DP0 pid=3) ERROR 12-01 10:00:00 [core.py:1100] Traceback (most recent call last):",
+           "(EngineCore_DP0 pid=3) ERROR 12-01 10:00:00 [core.py:1100] " + line]
+    if wrapper:
+        raw.append("(APIServer pid=1) " + WRAPPER)
+    for i, r in enumerate(raw):
+        pipe.feed(r, float(i))
+    sigs = [(e.kind, e.line, list(e.context[-3:])) for e in pipe.errors]
+    return dg.from_log_signatures("baseline", sigs, pipe.root_cause(), pipe.recent_lines()[-8:], 1, serve.tp,
+                                  "127.0.0.1", 8000, serve=serve)
+
+
+def test_kv_cache_insufficient_cuda_names_values():
+    (d,) = startup_failure(KV_NEEDED, facts("cuda"))
+    assert d.id == "kv-cache-insufficient" and d.severity == "error"
+    assert "server.max_model_len (now 131072)" in d.remedy and "vLLM estimates 77824 fits" in d.remedy
+    assert "--gpu-memory-utilization" in d.remedy and "now 2" in d.remedy
+    assert any("needed 16.0 GiB" in e and "available 9.5 GiB" in e for e in d.evidence)
+    assert KV_NEEDED in d.evidence
+
+
+def test_kv_cache_insufficient_cpu_names_the_env_value():
+    (d,) = startup_failure(NO_BLOCKS, facts("cpu", env=(("VLLM_CPU_KVCACHE_SPACE", "1"),), max_model_len=1024))
+    assert d.id == "kv-cache-insufficient"
+    assert "VLLM_CPU_KVCACHE_SPACE" in d.remedy and "now 1 GiB" in d.remedy and "(now 1024)" in d.remedy
+    assert "--gpu-memory-utilization" not in d.remedy
+    (d2,) = startup_failure(NO_BLOCKS, facts("cpu", max_model_len=1024))
+    assert "not set" in d2.remedy
+
+
+def test_kv_cache_insufficient_neuron_remedy():
+    (d,) = startup_failure(KV_NEEDED, facts("neuron", tp=8, max_model_len=768))
+    assert "server.tensor_parallel_size (now 8)" in d.remedy and "(now 768)" in d.remedy
+    assert "VLLM_CPU_KVCACHE_SPACE" not in d.remedy
+
+
+def test_cpu_kv_cache_space():
+    (d,) = startup_failure(CPU_SPACE, facts("cpu", env=(("VLLM_CPU_KVCACHE_SPACE", "16"),)))
+    assert d.id == "cpu-kv-cache-space"
+    assert "VLLM_CPU_KVCACHE_SPACE = 16" in d.remedy and "3.2 GiB free on NUMA node 0" in d.remedy
+    (d2,) = startup_failure(CPU_SPACE, facts("cpu"))
+    assert "is not set" in d2.remedy and "3.2 GiB" in d2.remedy
+
+
+def test_cuda_out_of_memory():
+    (d,) = startup_failure(CUDA_OOM, facts("cuda", tp=1, max_num_seqs=256))
+    assert d.id == "cuda-out-of-memory"
+    assert "tensor_parallel_size 1" in d.remedy and "(now 131072)" in d.remedy and "(now 256)" in d.remedy
+    assert CUDA_OOM in d.evidence
+
+
+def test_module_not_found_names_module_and_interpreter():
+    (d,) = startup_failure("ModuleNotFoundError: No module named 'pandas'",
+                           facts("cpu", vllm_python="/venvs/vllm/bin/python"), wrapper=False)
+    assert d.id == "module-not-found"
+    assert "pandas" in d.remedy and "/venvs/vllm/bin/python -m pip install pandas" in d.remedy
+    (d2,) = startup_failure("ModuleNotFoundError: No module named 'vllm.entrypoints'", facts("cpu"), wrapper=False)
+    assert "vLLM itself is not importable" in d2.remedy
+
+
+def test_vllm_metadata_missing():
+    (d,) = startup_failure("importlib.metadata.PackageNotFoundError: No package metadata was found for vllm",
+                           facts("cpu"), wrapper=False)
+    assert d.id == "vllm-metadata-missing" and "dist-info" in d.remedy
+
+
+@pytest.mark.parametrize("line", [
+    "Failed to import from vllm._C with ModuleNotFoundError(\"No module named 'vllm._C'\")",
+    "CPU KV cache size: 1,048,576 tokens, Maximum concurrency for 1,024 tokens per request: 1024.00x",
+    "Available KV cache memory: 52.3 GiB",
+    "Graph capturing finished in 6 secs, took 0.55 GiB",
+])
+def test_generic_vllm_rules_do_not_trigger(line):
+    ds = startup_failure(line, facts("cuda"), wrapper=False)
+    assert ids(ds) == ["engine-failed"]  # nothing specific: only the generic "EngineCore failed to start"
+
+
+def test_generic_wrappers_never_hide_the_root_cause():
+    ds = startup_failure(KV_NEEDED, facts("cuda"))
+    assert "engine-failed" not in ids(ds) and "engine-dead" not in ids(ds)
+
+
+# ---------------------------------------------------------------- engine died on the first request
+
+SHAPE = ("RuntimeError: Worker failed with error 'mat1 and mat2 shapes cannot be multiplied (9x256 and 384x128)', "
+         "please check the stack trace above for the root cause")
+DEAD = ("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the "
+        "root cause.")
+
+
+def test_first_request_death_is_a_draft_target_mismatch():
+    f = facts("cpu", target="/m/target", draft="/m/draft-eagle3")
+    errors = [("tensor-shape-mismatch", SHAPE, []), ("engine-dead", DEAD, [])]
+    (d,) = dg.first_request_death("eagle3", f, errors, 500, 1)
+    assert d.id == "engine-died-on-first-request" and "mismatch" in d.title and "first request" in d.title
+    assert d.evidence[0] == SHAPE and "first request: HTTP 500" in d.evidence
+    assert "server exited with code 1" in d.evidence
+    assert "'/m/draft-eagle3'" in d.remedy and "'/m/target'" in d.remedy
+    assert "eagle_aux_hidden_state_layer_ids" in d.remedy and "9x256 and 384x128" in d.remedy
+
+
+def test_first_request_death_without_draft_is_not_called_a_mismatch():
+    errors = [("tensor-shape-mismatch", SHAPE, []), ("engine-dead", DEAD, [])]
+    (d,) = dg.first_request_death("baseline", facts("cpu", speculative=False), errors, 500, 1)
+    assert d.id == "engine-died-serving" and "mismatch" not in d.title
+
+
+def test_first_request_failure_without_a_death_raises_nothing():
+    assert dg.first_request_death("eagle3", facts("cpu"), [], 404, None) == []
+
+
+def test_first_request_death_from_the_real_capture():
+    pipe = LogPipeline(speculative=True, platform="cpu")
+    with open(LOGS / "real_cpu_0.32_eagle3_bad_aux.log", newline="") as fh:
+        for i, raw in enumerate(fh.read().split("\n")):
+            pipe.feed(raw, float(i))
+    errors = [(e.kind, e.line, list(e.context[-3:])) for e in pipe.errors_after_ready()]
+    f = facts("cpu", target="/models/tiny/target", draft="/models/tiny/draft-eagle3-badaux")
+    (d,) = dg.first_request_death("eagle3", f, errors, 500, 0, pipe.root_cause())
+    assert d.id == "engine-died-on-first-request"
+    assert d.evidence[0] == "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x256 and 384x128)"
+    assert "shapes 4x256 and 384x128" in d.remedy and "draft-eagle3-badaux" in d.remedy
+
+
+def test_serve_facts_from_profile():
+    from tui.core.profile import profile_from_dict
+
+    prof = profile_from_dict({"models": {"target": "t/target", "draft": "d/draft"},
+                              "server": {"tensor_parallel_size": 4, "max_model_len": 2048}})
+    f = dg.ServeFacts.from_profile(prof, True, {"VLLM_CPU_KVCACHE_SPACE": "2", "HOME": "/x"}, "/v/bin/python")
+    assert (f.platform, f.tp, f.max_model_len, f.target, f.draft, f.speculative) == (
+        "neuron", 4, 2048, "t/target", "d/draft", True)  # platform: "neuron" until the profile says otherwise
+    assert f.env == (("VLLM_CPU_KVCACHE_SPACE", "2"),) and f.vllm_python == "/v/bin/python"
+    prof.data["platform"] = "cpu"
+    assert dg.ServeFacts.from_profile(prof).platform == "cpu"

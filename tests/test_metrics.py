@@ -11,8 +11,8 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
-from tui.core.metrics import (MetricsError, SpecCounters, SpecStats, parse_server_counters, parse_spec_counters,
-                              scrape, spec_delta)
+from tui.core.metrics import (MetricsError, SpecCounters, SpecStats, TokenRate, parse_server_counters,
+                              parse_spec_counters, scrape, spec_delta)
 
 REFERENCE_EXPOSITION = """\
 # HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
@@ -213,3 +213,62 @@ def test_scrape_errors(metrics_server):
 
     with pytest.raises(httpx.HTTPStatusError):
         asyncio.run(not_found())
+
+
+# ------------------------------------------------------------------------- live token rate (pure)
+
+def feed(rate: TokenRate, samples) -> list:
+    return [rate.add(t, n) for t, n in samples]
+
+
+def test_token_rate_counts_from_the_first_token_not_from_the_start():
+    # The real bench client takes ~30 s to start: 15 polls at 0 tokens, then 149 tok/s.
+    r = TokenRate(window_s=15)
+    idle = [(2.0 * i, 0) for i in range(15)]          # t = 0 .. 28
+    assert feed(r, idle) == [None] * 15 and not r.started
+    first_tok_t = 28.0
+    busy = [(first_tok_t + 2.0 * k, int(149 * 2.0 * k)) for k in range(1, 11)]  # t = 30 .. 48
+    rates = feed(r, busy)
+    assert r.started
+    assert all(x == pytest.approx(149, rel=0.01) for x in rates)
+    # what the old "tokens since the step began" figure would have shown at the end
+    t_end, n_end = busy[-1]
+    assert n_end / t_end < 0.5 * 149 < rates[-1]
+
+
+def test_token_rate_uses_a_recent_window():
+    r = TokenRate(window_s=10)
+    samples = [(0.0, 0)] + [(float(t), 100 * t) for t in range(1, 21)]      # 100 tok/s for 20 s
+    samples += [(float(t), 2000 + 20 * (t - 20)) for t in range(21, 41)]  # then 20 tok/s
+    rates = feed(r, samples)
+    assert rates[20] == pytest.approx(100)
+    assert rates[-1] == pytest.approx(20)  # the last 10 s are all at the new speed
+    assert rates[25] == pytest.approx((2100 - 1500) / 10)  # a window straddling the change
+
+
+def test_token_rate_first_estimate_anchors_on_the_last_idle_sample():
+    r = TokenRate()
+    assert r.add(10.0, 0) is None
+    assert r.add(12.0, 300) == pytest.approx(150)   # only one sample with tokens: from the idle anchor
+    assert r.add(14.0, 600) == pytest.approx(150)   # from here on the anchor is dropped
+    r2 = TokenRate()
+    assert r2.add(5.0, 40) is None                  # tokens in the very first sample: no start time known
+    assert r2.add(7.0, 340) == pytest.approx(150)
+
+
+def test_token_rate_ignores_stale_samples_and_restarts_on_counter_reset():
+    r = TokenRate(window_s=20)
+    feed(r, [(0.0, 0), (2.0, 200), (4.0, 400)])
+    assert r.add(4.0, 999) == pytest.approx(100)    # same time: ignored
+    assert r.add(3.0, 999) == pytest.approx(100)    # earlier: ignored
+    assert r.add(6.0, 10) is None and not r.started  # counter went backwards: start over (idle anchor at 10)
+    assert r.add(8.0, 210) == pytest.approx(100)
+
+
+def test_token_rate_eta_and_bad_window():
+    r = TokenRate()
+    assert r.eta(1280) is None
+    feed(r, [(0.0, 0), (2.0, 256), (4.0, 512)])
+    assert r.eta(1280) == pytest.approx((1280 - 512) / 128)
+    with pytest.raises(ValueError):
+        TokenRate(window_s=0)

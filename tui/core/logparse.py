@@ -1,4 +1,4 @@
-"""Server-log pipeline for `vllm serve` output (vLLM + vllm-neuron on trn2).
+"""Server-log pipeline for `vllm serve` output (vLLM + vllm-neuron on trn2, and vLLM's own CPU / CUDA runner).
 
 The engine feeds every raw output line of the server through one `LogPipeline`:
 
@@ -33,21 +33,38 @@ CleanLine and RankCount, which consumers must treat as immutable all the same):
   stripped. `line_id` counts emitted lines from 0. `level` is the log level or None (traceback lines).
 - `RankCount(line_id, ranks, rank, ts)`: the line `line_id` has now been seen from `ranks` distinct
   ranks (show "x16"). Emitted once per repeat, so the last one carries the final count.
-- `PhaseChange(phase, prev_phase, prev_elapsed_s, ts, detail)`: phase ids are `PHASES`; phase None
-  means end of stream (from `close()`); prev_* are None for the first phase. `detail` = marker text.
+- `PhaseChange(phase, prev_phase, prev_elapsed_s, ts, detail)`: phase ids are those of the route
+  (`ROUTES[pipe.route]`); phase None means end of stream (from `close()`); prev_* are None for the first
+  phase. `detail` = marker text.
 - `Timing(name, seconds, ts)`: a duration the log reports. Names: `weights` (Weight loading completed /
-  legacy Finished weights loading), `compile` (per graph: Compilation complete in; legacy Finished
-  Compilation for all HLOs), `init_engine`, and legacy `graphs`, `priority_compile`, `build`,
-  `sharding`, `warmup`.
-- `CacheResult(key, hit, source, ts)`: a compile-cache lookup; source is `local`, `remote` or
-  `legacy` (NxDI pre-compiled artifacts / cached neff).
+  legacy Finished weights loading / vLLM Loading weights took: the target's, then the draft's), `compile`
+  (per graph: Compilation complete in; legacy Finished Compilation for all HLOs; vLLM torch.compile took
+  X s in total, per compiled module), `init_engine`, legacy `graphs`, `priority_compile`, `build`,
+  `sharding`, `warmup`, and vLLM `model_load` (Model loading took), `dynamo` (Dynamo bytecode transform
+  time), `graph_compile` / `graph_load` (one compile range compiled / loaded from the cache),
+  `profile_run` (Initial profiling/warmup run took), `cuda_graphs` (Graph capturing finished in).
+- `CacheResult(key, hit, source, ts)`: a compile-cache lookup; source is `local`, `remote`, `legacy`
+  (NxDI pre-compiled artifacts / cached neff) or `torch-compile` (vLLM's torch.compile cache: a compile
+  range loaded from the cache or compiled, an AOT function loaded or saved).
 - `ErrorSignature(kind, line, context, ts, line_id)`: `kind` is one of `ERROR_KINDS`; `line` is the
   clean message; `context` the clean messages just before it (oldest first).
 - `Ready(ts, startup_s)`: `Application startup complete.` seen; startup_s counts from the first fed line.
 
-Phases move forward only, in the order of the detected route: `PHASES` for the >=0.21 plugin, or
-`LEGACY_PHASES` once a legacy NxDI marker (Generating HLOs, NEURON_CC_WRAPPER, ...) is seen, because
-NxDI compiles before it shards the weights. A marker of an earlier phase never moves the phase back.
+Phases move forward only, in the order of the detected route (`pipe.route`, `ROUTES`):
+- "native", `PHASES`: the >=0.21 vllm-neuron plugin (the default);
+- "legacy", `LEGACY_PHASES`: once a legacy NxDI marker (Generating HLOs, NEURON_CC_WRAPPER, ...) is seen,
+  because NxDI compiles before it shards the weights;
+- "vllm", `VLLM_PHASES` (config, weights, draft, compile, kv-cache, cuda-graphs, engine, api, ready):
+  vLLM's own CPU / CUDA model runner, once one of its markers (Starting to load model, Loading weights
+  took, torch.compile, Warming up model for the compilation, Capturing CUDA graphs, ...) is seen before any
+  Neuron-only phase, or from the start when the pipeline is built with platform "cpu" / "cuda".
+A marker of an earlier phase never moves the phase back.
+
+Our own stop: `stopping(ts)` tells the pipeline that the engine is about to signal the server. Lines fed
+after it are still emitted as CleanLine, but never classified: no ErrorSignature, `is_error` False, no
+phase change (vLLM 0.32 answers SIGINT with `AsyncLLM output_handler failed.`, a traceback and
+EngineDeadError). `errors_after_ready()` lists the signatures raised after readiness and before the stop
+(an engine that died serving its first request).
 
 This module is pure stdlib and must not import textual.
 """
@@ -63,6 +80,8 @@ from typing import Iterable, NamedTuple
 __all__ = [
     "PHASES",
     "LEGACY_PHASES",
+    "VLLM_PHASES",
+    "ROUTES",
     "ERROR_KINDS",
     "LogEvent",
     "CleanLine",
@@ -90,6 +109,14 @@ PHASES: tuple[str, ...] = (
 LEGACY_PHASES: tuple[str, ...] = (
     "config", "workers", "draft", "graphs", "compile", "weights", "warmup", "hbm", "engine", "api", "ready",
 )
+# Generic vLLM (the CPU and CUDA platforms, vLLM's own model runner): the weights load, torch.compile runs
+# during the memory-profiling run (CPU: "Warming up model for the compilation..."), the KV cache is sized
+# from what is left, CUDA graphs are captured (CUDA only), then the engine reports its init time.
+VLLM_PHASES: tuple[str, ...] = (
+    "config", "weights", "draft", "compile", "kv-cache", "cuda-graphs", "engine", "api", "ready",
+)
+# route -> phase order. "native": vllm-neuron >= 0.21; "legacy": NxDI; "vllm": vLLM's own CPU/CUDA runner.
+ROUTES: dict[str, tuple[str, ...]] = {"native": PHASES, "legacy": LEGACY_PHASES, "vllm": VLLM_PHASES}
 ERROR_KINDS: tuple[str, ...] = (
     "hbm-allocation-failure",
     "compile-oom-killed",
@@ -99,6 +126,13 @@ ERROR_KINDS: tuple[str, ...] = (
     "neuron-rt-visible-cores-set",
     "placeholder-vllm-neuron",
     "port-in-use",
+    "cuda-out-of-memory",
+    "kv-cache-insufficient",
+    "cpu-kv-cache-space",
+    "vllm-metadata-missing",
+    "module-not-found",
+    "tensor-shape-mismatch",
+    "engine-dead",
     "engine-failed",
 )
 
@@ -361,6 +395,26 @@ _ERROR_RULES: tuple[_ErrRule, ...] = (
         ("Core(s) not available", "cores busy", "NC_BUSY"),
         re.compile(r"(?:Logical )?Neuron ?Core\(s\) not available|cores busy|NRT_EXEC_NC_BUSY"),
     ),
+    # generic vLLM (CPU / CUDA), wording of vLLM 0.32 (kv_cache_utils.py, cpu_worker.py, gpu_model_runner.py)
+    _ErrRule(
+        "cuda-out-of-memory",
+        ("CUDA out of memory", "OutOfMemoryError", "not enough GPU memory"),
+        re.compile(r"CUDA out of memory|OutOfMemoryError\b|Failed to load model - not enough GPU memory"),
+    ),
+    _ErrRule("cpu-kv-cache-space", ("on kv cache allocation is less than requested memory for kv",), None),
+    _ErrRule(
+        "kv-cache-insufficient",
+        ("No available memory for the cache blocks", "larger than the available KV cache memory"),
+        None,
+    ),
+    _ErrRule("vllm-metadata-missing", ("No package metadata was found for vllm",),
+             re.compile(r"No package metadata was found for vllm\s*$")),
+    _ErrRule("module-not-found", ("ModuleNotFoundError: No module named",),
+             re.compile(r"^(?:[\w.]+: )?ModuleNotFoundError: No module named ")),
+    _ErrRule("tensor-shape-mismatch", ("shapes cannot be multiplied",),
+             re.compile(r"mat1 and mat2 shapes cannot be multiplied")),
+    _ErrRule("engine-dead",
+             ("EngineDeadError", "EngineCore encountered an issue", "EngineCore encountered a fatal error"), None),
     _ErrRule("engine-failed", ("EngineCore failed to start", "Engine core initialization failed"), None),
 )
 
@@ -393,6 +447,40 @@ _PHASE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "Initializing a V1 LLM engine")),
 )
 
+# Phase markers of the generic vLLM route (vLLM 0.32 wording, plus the older forms of the torch.compile lines).
+_VLLM_PHASE_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ready", ("Application startup complete",)),
+    ("api", ("Starting vLLM API server", "Starting vLLM server", "Available routes", "Route: ",
+             "Started server process", "Waiting for application startup", "Supported_tasks", "Supported tasks")),
+    ("engine", ("init engine (profile, create kv cache, warmup model) took",)),
+    ("cuda-graphs", ("Capturing CUDA graphs", "Capturing CUDA graph", "Graph capturing finished")),
+    ("kv-cache", ("KV cache size:", "Available KV cache memory", "Maximum concurrency for",
+                  "GiB for KV cache on node")),
+    ("compile", ("Starting torch.compile", "torch.compile took", "torch.compile takes",
+                 "torch.compile and initial profiling", "Dynamo bytecode transform time",
+                 "Compiling a graph for", "Directly load the compiled graph", "Directly load AOT compilation",
+                 "saved AOT compiled function", "Compiling model again due to a load failure", "Cache the graph of",
+                 "for vLLM's torch.compile", "vLLM's torch.compile cache is disabled",
+                 "Warming up model for the compilation", "Initial profiling/warmup run took")),
+    ("draft", ("Loading drafter model", "Spec decode enabled. Loading draft model")),
+    ("weights", ("Starting to load model", "Loading weights took", "Model loading took",
+                 "Loading safetensors checkpoint shards")),
+    ("config", ("vLLM API server version", "vLLM server version", "non-default args", "Initializing a V1 LLM engine",
+                "Automatically detected platform")),
+)
+
+# Markers that only vLLM's own (CPU / CUDA) model runner and compiler print, never vllm-neuron: seeing one
+# before any Neuron-only phase switches the phase order to VLLM_PHASES.
+_VLLM_MARKERS: tuple[str, ...] = (
+    "Automatically detected platform cpu", "Automatically detected platform cuda",
+    "Automatically detected platform rocm", "Starting to load model", "Loading weights took", "Model loading took",
+    "Loading drafter model", "Starting torch.compile", "torch.compile took", "torch.compile takes",
+    "torch.compile and initial profiling", "Dynamo bytecode transform time", "Compiling a graph for",
+    "Directly load the compiled graph", "Directly load AOT compilation", "saved AOT compiled function",
+    "Compiling model again due to a load failure", "Warming up model for the compilation", "Available KV cache memory",
+    "GiB for KV cache on node", "Capturing CUDA graphs", "Graph capturing finished",
+)
+
 # Markers that only the legacy NxDI route prints: seeing one switches the phase order to LEGACY_PHASES.
 _LEGACY_MARKERS: tuple[str, ...] = (
     "Generating HLOs", "hlos for key", "Generated all HLOs", "priority HLO", "NEURON_CC_WRAPPER",
@@ -401,7 +489,7 @@ _LEGACY_MARKERS: tuple[str, ...] = (
 
 _F = r"([\d.]+)"
 # (gate substring, regex, timing name, phase whose reported_s it sets, accumulate?)
-_TIMING_RULES: tuple[tuple[str, re.Pattern[str], str, str | None, bool], ...] = (
+_TIMING_RULES: tuple[tuple[str, re.Pattern[str], str, str | tuple[str, ...] | None, bool], ...] = (
     ("Weight loading completed in", re.compile(r"Weight loading completed in " + _F), "weights", "weights", False),
     ("Compilation complete in", re.compile(r"Compilation complete in " + _F), "compile", "compile", True),
     ("init engine (", re.compile(r"init engine \(profile, create kv cache, warmup model\) took " + _F),
@@ -415,6 +503,19 @@ _TIMING_RULES: tuple[tuple[str, re.Pattern[str], str, str | None, bool], ...] = 
      True),
     ("Finished building model in", re.compile(r"Finished building model in " + _F), "build", None, False),
     ("Warmup completed in", re.compile(r"Warmup completed in " + _F), "warmup", "warmup", False),
+    # generic vLLM; a tuple of phases: the current phase when it is one of them, else the first
+    ("Loading weights took", re.compile(r"Loading weights took " + _F), "weights", ("weights", "draft"), False),
+    ("Model loading took", re.compile(r"Model loading took \S+ GiB(?: memory)? and " + _F), "model_load", None,
+     False),
+    ("s in total", re.compile(r"torch\.compile (?:took|takes|and initial profiling/warmup run together took) "
+                              + _F + r" ?s in total"), "compile", "compile", True),
+    ("Dynamo bytecode transform time", re.compile(r"Dynamo bytecode transform time: " + _F), "dynamo", None, False),
+    ("Compiling a graph for", re.compile(r"Compiling a graph for .*? takes " + _F), "graph_compile", None, False),
+    ("Directly load the compiled graph", re.compile(r"from the cache, took " + _F), "graph_load", None, False),
+    ("Graph capturing finished in", re.compile(r"Graph capturing finished in " + _F), "cuda_graphs", "cuda-graphs",
+     False),
+    ("Initial profiling/warmup run took", re.compile(r"Initial profiling/warmup run took " + _F), "profile_run", None,
+     False),
 )
 
 _CACHE_RE = re.compile(r"\b(Local|Remote|local compile) cache (hit|miss) for key:? ?([0-9A-Za-z_]+)")
@@ -422,6 +523,16 @@ _CACHE_KEY_RE = re.compile(r"Compilation cache key: ?([0-9A-Za-z_]+)")
 _LEGACY_HIT_RE = re.compile(r"Using a cached neff at (\S+)|Successfully loaded pre-compiled model artifacts from (\S+)")
 _LEGACY_MISS_RE = re.compile(r"Unable to find precompiled artifacts from (\S+?)\.? Recompiling")
 _MODULE_RE = re.compile(r"MODULE_[\w+]+")
+# vLLM's torch.compile cache: "[prefix] Directly load the compiled graph(s) for compile range (1, 512) from the
+# cache" is a hit, "[prefix] Compiling a graph for compile range (1, 512) takes 12.3 s" a miss (older vLLM:
+# "for dynamic shape"). The key is the optional [prefix] plus the range.
+_TC_HIT_RE = re.compile(r"^(\[[^\]]*\] )?Directly load the compiled graph\(s\) for (.*?) from the cache")
+_TC_MISS_RE = re.compile(r"^(\[[^\]]*\] )?Compiling a graph for (.*?) takes ")
+# AOT compile (vLLM 0.32): "[backbone] saved AOT compiled function to <dir>/torch_aot_compile/<hash>/rank_0_0/model"
+# (a miss) and "[backbone] Directly load AOT compilation from path <same>" (a hit); key: prefix + "AOT " + hash.
+_TC_AOT_RE = re.compile(r"^(\[[^\]]*\] )?(?:Directly load AOT compilation from path|saved AOT compiled function to) "
+                        r"(\S+)")
+_AOT_HASH_RE = re.compile(r"torch_aot_compile/([0-9a-f]{8,})")
 
 _READY = "Application startup complete"
 
@@ -430,12 +541,13 @@ def _gate_pattern() -> re.Pattern[str]:
     keys: set[str] = set()
     for r in _ERROR_RULES:
         keys.update(r.keys)
-    for _, ks in _PHASE_RULES:
+    for _, ks in _PHASE_RULES + _VLLM_PHASE_RULES:
         keys.update(ks)
     keys.update(k for k, *_ in _TIMING_RULES)
     keys.update(("cache hit for key", "cache miss for key", "Compilation cache key", "Using a cached neff",
                  "precompiled artifacts", "pre-compiled model artifacts", _READY))
     keys.update(_LEGACY_MARKERS)
+    keys.update(_VLLM_MARKERS)
     # longest first so the alternation is unambiguous (only presence matters for the gate)
     return re.compile("|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True)))
 
@@ -454,8 +566,8 @@ def classify_error(message: str) -> str | None:
     return None
 
 
-def _phase_of(message: str) -> str | None:
-    for phase, keys in _PHASE_RULES:
+def _phase_of(message: str, rules: tuple[tuple[str, tuple[str, ...]], ...] = _PHASE_RULES) -> str | None:
+    for phase, keys in rules:
         for k in keys:
             if k in message:
                 return phase
@@ -472,8 +584,13 @@ _WRAPPERS: tuple[str, ...] = (
     "See root cause above",
     "See stack trace for root cause",
     "died unexpectedly, shutting down executor",
+    "EngineCore encountered an issue",
+    "EngineCore encountered a fatal error",
+    "WorkerProc hit an exception",
 )
 _PROCESS_BANNER = re.compile(r"Process [\w-]+:$")
+# Kinds that wrap the real cause rather than name it.
+_GENERIC_KINDS = frozenset(("engine-failed", "engine-dead"))
 
 
 def _is_wrapper(msg: str) -> bool:
@@ -502,7 +619,7 @@ def _root_cause_clean(msgs: list[str], max_scan: int = 400, run_gap: int = 50) -
         if not s or _is_wrapper(s):
             continue
         kind = classify_error(s)
-        if kind is not None and kind != "engine-failed":
+        if kind is not None and kind not in _GENERIC_KINDS:
             if found is None or kind == found_kind:
                 found, found_kind, found_at = s, kind, i
             continue
@@ -545,16 +662,22 @@ class LogPipeline:
     """
 
     def __init__(self, speculative: bool = False, dedup_window_s: float = 30.0, context_lines: int = 6,
-                 history: int = 2000):
+                 history: int = 2000, platform: str | None = None):
         """speculative: an EAGLE3 run (the draft phase is expected). dedup_window_s: how long after a
         line's first copy other ranks' copies are still merged into it. context_lines: lines of context
-        an ErrorSignature carries. history: clean lines kept for root_cause()/recent_lines()."""
+        an ErrorSignature carries. history: clean lines kept for root_cause()/recent_lines().
+        platform: the profile's platform, a hint for the starting route ("cpu" / "cuda": the generic vLLM
+        route; anything else: the Neuron route). The lines themselves switch the route either way."""
         self.speculative = speculative
+        self.platform = platform
         self.dedup_window_s = dedup_window_s
         self.context_lines = context_lines
         self.phases: list[PhaseRecord] = []
         self.phase: str | None = None
-        self.route = "native"
+        self.route = "vllm" if platform in ("cpu", "cuda", "rocm") else "native"
+        self.stop_ts: float | None = None  # set by stopping(): our own stop began here
+        self.lines_after_stop = 0
+        self.errors_after_stop = 0  # error lines seen after stopping() (not reported as errors)
         self.cache_hits: dict[str, int] = {}
         self.cache_misses: dict[str, int] = {}
         self.cache_keys: dict[str, None] = {}
@@ -562,11 +685,12 @@ class LogPipeline:
         self.errors: list[ErrorSignature] = []
         self.timings: list[Timing] = []
         self.ready_ts: float | None = None
+        self._ready_line_id = -1
         self.first_ts: float | None = None
         self.closed = False
         self.lines_fed = 0
         self.lines_emitted = 0
-        self._order = {p: i for i, p in enumerate(PHASES)}
+        self._order = {p: i for i, p in enumerate(ROUTES[self.route])}
         self._idx = -1
         self._records: dict[str, PhaseRecord] = {}
         # masked message -> recent groups [line_id, set(rank ids), first_ts], oldest first
@@ -580,8 +704,12 @@ class LogPipeline:
     # -- derived ---------------------------------------------------------------------------------
     @property
     def expected_phases(self) -> tuple[str, ...]:
-        order = LEGACY_PHASES if self.route == "legacy" else PHASES
+        order = ROUTES[self.route]
         return order if self.speculative else tuple(p for p in order if p != "draft")
+
+    @property
+    def stopping_requested(self) -> bool:
+        return self.stop_ts is not None
 
     @property
     def ready(self) -> bool:
@@ -599,9 +727,22 @@ class LogPipeline:
     def primary_error(self) -> ErrorSignature | None:
         """The first specific error signature, else the first engine-failed one, else None."""
         for e in self.errors:
-            if e.kind != "engine-failed":
+            if e.kind not in _GENERIC_KINDS:
                 return e
         return self.errors[0] if self.errors else None
+
+    def errors_after_ready(self) -> list[ErrorSignature]:
+        """Error signatures raised after `Application startup complete.` (and before our stop)."""
+        if self.ready_ts is None:
+            return []
+        return [e for e in self.errors if e.line_id > self._ready_line_id]
+
+    def stopping(self, ts: float) -> None:
+        """Our own stop (SIGINT) is about to begin. From here on lines are still cleaned and emitted, but never
+        classified: vLLM 0.32 answers a SIGINT with `AsyncLLM output_handler failed.`, a traceback and
+        EngineDeadError, which is its normal shutdown, not a failure. Idempotent (the first call counts)."""
+        if self.stop_ts is None:
+            self.stop_ts = ts
 
     def phase_record(self, name: str) -> PhaseRecord | None:
         return self._records.get(name)
@@ -761,6 +902,14 @@ class LogPipeline:
 
         out: list[LogEvent] = [None]  # type: ignore[list-item]  # slot for the CleanLine
         kind = None
+        if self.stop_ts is not None:
+            # After our own stop: shutdown noise (tracebacks, EngineDeadError) is neither an error nor a phase.
+            self.lines_after_stop += 1
+            if level in _ERROR_LEVELS or classify_error(msg) is not None or _EXC.match(msg) is not None:
+                self.errors_after_stop += 1
+            out[0] = CleanLine(line_id, msg, level, process, rank, False, ts)
+            self._recent.append(msg)
+            return out
         if _GATE_search(msg) is not None:
             kind = self._classify(msg, ts, line_id, out)
         is_error = (
@@ -793,6 +942,12 @@ class LogPipeline:
         self._groups = kept
         self._exact.clear()
 
+    def _switch_route(self, route: str) -> None:
+        self.route = route
+        self._order = {p: i for i, p in enumerate(ROUTES[route])}
+        if self.phase is not None:
+            self._idx = self._order[self.phase]
+
     def _classify(self, msg: str, ts: float, line_id: int, out: list[LogEvent]) -> str | None:
         kind = classify_error(msg)
         if kind is not None:
@@ -805,13 +960,17 @@ class LogPipeline:
         if self.route == "native":
             for k in _LEGACY_MARKERS:
                 if k in msg:
-                    self.route = "legacy"
-                    self._order = {p: i for i, p in enumerate(LEGACY_PHASES)}
-                    if self.phase is not None:
-                        self._idx = self._order[self.phase]
+                    self._switch_route("legacy")
                     break
+            else:
+                # Generic vLLM (CPU / CUDA) only before any Neuron-only phase was seen.
+                if self.phase in (None, "config"):
+                    for k in _VLLM_MARKERS:
+                        if k in msg:
+                            self._switch_route("vllm")
+                            break
 
-        phase = _phase_of(msg)
+        phase = _phase_of(msg, _VLLM_PHASE_RULES if self.route == "vllm" else _PHASE_RULES)
         if phase is not None:
             idx = self._order[phase]
             if idx > self._idx:
@@ -840,6 +999,21 @@ class LogPipeline:
             m = _CACHE_KEY_RE.search(msg)
             if m is not None:
                 self.cache_keys[m.group(1)] = None
+        elif "Directly load" in msg or "Compiling a graph for" in msg or "saved AOT compiled" in msg:
+            key = None
+            m = _TC_HIT_RE.search(msg)
+            if m is not None:
+                hit, key = True, (m.group(1) or "") + m.group(2)
+            elif (m := _TC_MISS_RE.search(msg)) is not None:
+                hit, key = False, (m.group(1) or "") + m.group(2)
+            elif (m := _TC_AOT_RE.search(msg)) is not None:
+                hit = msg[len(m.group(1) or ""):].startswith("Directly")
+                h = _AOT_HASH_RE.search(m.group(2))
+                key = (m.group(1) or "") + "AOT " + (h.group(1)[:16] if h else m.group(2))
+            if key is not None:
+                table = self.cache_hits if hit else self.cache_misses
+                table[key] = table.get(key, 0) + 1
+                out.append(CacheResult(key, hit, "torch-compile", ts))
         elif "artifacts" in msg or "cached neff" in msg:
             m = _LEGACY_HIT_RE.search(msg)
             hit = m is not None
@@ -864,6 +1038,8 @@ class LogPipeline:
                     t = Timing(name, secs, ts)
                     self.timings.append(t)
                     out.append(t)
+                    if isinstance(rphase, tuple):
+                        rphase = self.phase if self.phase in rphase else rphase[0]
                     rec = self._records.get(rphase) if rphase else None
                     if rec is not None:
                         rec.reported_s = (rec.reported_s or 0.0) + secs if acc else secs
@@ -871,5 +1047,6 @@ class LogPipeline:
 
         if _READY in msg and self.ready_ts is None:
             self.ready_ts = ts
+            self._ready_line_id = line_id
             out.append(Ready(ts, ts - (self.first_ts if self.first_ts is not None else ts)))
         return None

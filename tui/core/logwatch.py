@@ -12,20 +12,38 @@ from .events import CleanLog, CompileCache, LogLine, LogRanks, Phase, Sink
 
 class ServeLogWatcher:
     """Feed with on_line(raw, ts); emits LogLine (raw), CleanLog/LogRanks (rank-collapsed view), Phase and
-    CompileCache events; remembers error signatures, timings and readiness for the server step."""
+    CompileCache events; remembers error signatures, timings and readiness for the server step.
 
-    def __init__(self, emit: Sink, step: str, speculative: bool, verbose_lines: bool = True):
+    Call stopping() right before the server is signalled to stop: the lines after it (vLLM's shutdown
+    traceback and EngineDeadError) are shown, but never highlighted as errors nor turned into diagnoses."""
+
+    def __init__(self, emit: Sink, step: str, speculative: bool, verbose_lines: bool = True,
+                 platform: str | None = None):
         self.emit = emit
         self.step = step
-        self.pipe = lp.LogPipeline(speculative=speculative)
+        self.pipe = lp.LogPipeline(speculative=speculative, platform=platform)
         self.verbose_lines = verbose_lines
         self.ready_event = asyncio.Event()
         self.current_phase: str | None = None
+        self.aux_layers_line: str | None = None  # the EAGLE3 aux hidden-state layers vLLM says it uses
         self._finished = False
 
     @property
     def ready(self) -> bool:
         return self.pipe.ready
+
+    def stopping(self, ts: float | None = None) -> None:
+        """Our stop begins now (call before sending SIGINT). Idempotent."""
+        self.pipe.stopping(time.time() if ts is None else ts)
+
+    @property
+    def stop_requested(self) -> bool:
+        return self.pipe.stopping_requested
+
+    def errors_after_ready(self) -> list[tuple[str, str, list[str]]]:
+        """(kind, line, context) of the error signatures raised after readiness and before our stop, in
+        order: an engine that died serving (e.g. on the first request)."""
+        return [(e.kind, e.line, list(e.context[-3:])) for e in self.pipe.errors_after_ready()]
 
     def on_line(self, raw: str, ts: float) -> None:
         emit = self.emit
@@ -36,6 +54,8 @@ class ServeLogWatcher:
             t = type(e)
             if t is lp.CleanLine:
                 emit(CleanLog(step, e.line_id, e.text, e.level, e.is_error, e.ranks))
+                if "auxiliary layers" in e.text:  # vLLM: "Using auxiliary layers from speculative config: ..."
+                    self.aux_layers_line = e.text
             elif t is lp.RankCount:
                 emit(LogRanks(step, e.line_id, e.ranks))
             elif t is lp.PhaseChange:

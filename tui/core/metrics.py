@@ -173,3 +173,80 @@ def parse_server_counters(text: str) -> ServerCounters:
                 reason = s.labels.get("finished_reason", "")
                 out.request_success_by_reason[reason] = out.request_success_by_reason.get(reason, 0) + value
     return out
+
+
+class TokenRate:
+    """Live generation rate (tokens/s) from cumulative (time, tokens) samples, e.g. the delta of
+    `vllm:generation_tokens_total` polled every few seconds during a benchmark.
+
+    The rate counts from the first generated token, never from when polling began (the real bench client
+    takes ~30 s to start sending), and over a recent window only, so it follows the current speed:
+
+        r = TokenRate(window_s=15)
+        r.add(t, tokens)  -> tokens/s, or None while nothing has been generated yet
+
+    Rules (pure arithmetic, no clock of its own):
+    - samples before the first growth are idle; the last idle sample anchors the first estimate (the first
+      token came after it), so a rate exists from the first sample that shows tokens;
+    - from the second sample with tokens on, the idle anchor is dropped: the rate is
+      (newest - oldest) / (t_newest - t_oldest) over the samples with tokens in the last `window_s`
+      (the oldest one kept may sit just outside the window, so two samples always span it);
+    - a counter that goes backwards (server restart) starts over, with that sample as the idle anchor;
+    - samples with a time not after the newest are ignored.
+    """
+
+    def __init__(self, window_s: float = 15.0):
+        if window_s <= 0:
+            raise ValueError("window_s must be > 0")
+        self.window_s = float(window_s)
+        self._anchor: tuple[float, int] | None = None  # last idle sample before the first token
+        self._samples: list[tuple[float, int]] = []     # samples since the first token, oldest first
+        self.rate: float | None = None
+
+    def reset(self) -> None:
+        self._anchor = None
+        self._samples.clear()
+        self.rate = None
+
+    @property
+    def started(self) -> bool:
+        """True once a sample has shown generated tokens."""
+        return bool(self._samples)
+
+    def add(self, t: float, tokens: int) -> float | None:
+        last = self._samples[-1] if self._samples else self._anchor
+        if last is not None:
+            if t <= last[0]:
+                return self.rate
+            if tokens < last[1]:
+                self.reset()  # the counter restarted: this sample is the new idle anchor
+                self._anchor = (t, tokens)
+                return None
+        if not self._samples:
+            base = self._anchor[1] if self._anchor is not None else 0
+            if tokens <= base:
+                self._anchor = (t, tokens)
+                self.rate = None
+                return None
+            self._samples.append((t, tokens))
+            if self._anchor is None:
+                self.rate = None  # no idle sample before it: the start time is unknown
+                return None
+            t0, n0 = self._anchor
+            self.rate = (tokens - n0) / (t - t0)
+            return self.rate
+        self._samples.append((t, tokens))
+        self._anchor = None
+        # keep the newest sample at or before the window start, and everything after it
+        start = t - self.window_s
+        while len(self._samples) > 2 and self._samples[1][0] <= start:
+            del self._samples[0]
+        t0, n0 = self._samples[0]
+        self.rate = (tokens - n0) / (t - t0)
+        return self.rate
+
+    def eta(self, total: int) -> float | None:
+        """Seconds left to reach `total` tokens at the current rate, or None."""
+        if not self._samples or not self.rate or self.rate <= 0:
+            return None
+        return max(0.0, (total - self._samples[-1][1]) / self.rate)

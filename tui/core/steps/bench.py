@@ -120,6 +120,7 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
     total = prof.benchmark.num_prompts
     out_tokens_target = total * prof.benchmark.output_len
     tqdm = TqdmProgressParser()
+    tok_rate = mx.TokenRate(window_s=15.0)
     stdout_lines: list[str] = []
     t0 = time.monotonic()
 
@@ -158,8 +159,8 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
                 _, srv = await _scrape_spec(client, sr.url)
                 if srv is not None and before_srv is not None:
                     gen = srv.generation_tokens - before_srv.generation_tokens
-                    el = time.monotonic() - t0
-                    ctx.emit(Progress(step, "tokens", gen, out_tokens_target, "tok", gen / el if el > 0 else None,
+                    rate = tok_rate.add(time.monotonic(), gen)  # from the first token, over a recent window
+                    ctx.emit(Progress(step, "tokens", gen, out_tokens_target, "tok", rate,
                                       None, "generated tokens"))
         except asyncio.CancelledError:
             waiter.cancel()

@@ -22,6 +22,7 @@ from ..supervisor import ManagedProcess, port_free, port_holder, wait_port_free
 from .base import FactRecorder, StepContext, StepResult
 
 HEALTH_POLL_S = 1.0
+DEATH_WAIT_S = 15.0  # after a failed first request: how long to wait for a dying server to exit
 
 
 def _counting_check(prompt: str, text: str) -> tuple[bool, str]:
@@ -52,7 +53,9 @@ class ServerRun:
         self.facts = FactRecorder(ctx, step)
         self.url = base_url(self.prof)
         self.proc: ManagedProcess | None = None
-        self.watcher = ServeLogWatcher(ctx.emit, step, speculative=speculative, verbose_lines=True)
+        self.platform = getattr(self.prof, "platform", None) or self.prof.data.get("platform", "neuron")
+        self.watcher = ServeLogWatcher(ctx.emit, step, speculative=speculative, verbose_lines=True,
+                                       platform=self.platform)
         self.result_facts: dict[str, Any] = {}
         self._stopped = False
         self.vllm_version: str | None = None
@@ -62,6 +65,11 @@ class ServerRun:
     # -- helpers -----------------------------------------------------------------------------------
     def diag(self, d: Any) -> None:
         self.ctx.emit(d)
+
+    def serve_facts(self) -> dg.ServeFacts:
+        env = self.proc.env if self.proc is not None else self.ctx.environ
+        vpy = (self.ctx.shared.get("env") or {}).get("vllm_python")
+        return dg.ServeFacts.from_profile(self.prof, self.speculative, env, vpy)
 
     def _child_env(self, extra: dict[str, str]) -> dict[str, str]:
         env = dict(self.ctx.environ)
@@ -93,7 +101,8 @@ class ServerRun:
         self.ctx.emit(Data(self.step, "command", {"argv": argv, "text": cmd_text}))
         self.ctx.run.write_text(f"{self.step}.command.sh", "#!/usr/bin/env bash\n" + cmd_text + "\n")
         self.proc = ManagedProcess(argv, env, self.ctx.run.file(f"{self.step}.serve.log"),
-                                   on_line=self.watcher.on_line, grace_s=float(s.stop_grace_s))
+                                   on_line=self.watcher.on_line, grace_s=float(s.stop_grace_s),
+                                   on_stop=self.watcher.stopping)
         try:
             await self.proc.start()
         except (OSError, ValueError) as exc:
@@ -175,6 +184,7 @@ class ServerRun:
                     if not fut.done():
                         fut.cancel()
         startup_s = time.monotonic() - t0
+        self.proc.mark_ready()  # from now on a stop gives it the full server.stop_grace_s after SIGINT
         # Wait for the log to reach the ready marker (the pipeline closes the last phase there).
         if not self.watcher.ready:
             try:
@@ -192,7 +202,8 @@ class ServerRun:
         root = self.watcher.root_cause()
         s = self.prof.server
         for d in dg.from_log_signatures(self.step, self.watcher.error_signatures(), root,
-                                        self.watcher.last_lines(8), rc, s.tensor_parallel_size, s.host, s.port):
+                                        self.watcher.last_lines(8), rc, s.tensor_parallel_size, s.host, s.port,
+                                        serve=self.serve_facts()):
             self.diag(d)
         detail = f"root cause: {root}" if root else f"exit code {rc}"
         self.facts.add("startup", f"server exited with code {rc}", "fail", detail,
@@ -210,6 +221,7 @@ class ServerRun:
             body = r.json()
         except (httpx.HTTPError, ValueError) as exc:
             self.facts.add("smoke test", "no reply", "fail", str(exc), "check the server log")
+            await self._diagnose_death(None)
             return False
         latency = time.monotonic() - t0
         text = ""
@@ -225,7 +237,7 @@ class ServerRun:
         self.result_facts["smoke"] = {"text": text, "passed": ok}
         self.facts.add("smoke test", repr(text), "pass" if ok else "fail", why,
                        "" if ok else "compare with the tutorial's expected \"6 7 8 9 10 \"")
-        if not ok:
+        if not ok and not (r.status_code != 200 and await self._diagnose_death(r.status_code)):
             self.diag(dg.make("smoke-test-failed", self.step, [f"prompt: {sm.prompt!r}", f"reply: {text!r}", why]))
         if self.speculative:
             base_text = self._baseline_smoke_text()
@@ -238,6 +250,32 @@ class ServerRun:
                                f"baseline {base_text!r}", "" if not diags else diags[0].remedy)
                 self.result_facts["smoke"]["matches_baseline"] = not diags
         return ok
+
+    async def _diagnose_death(self, http_status: int | None) -> bool:
+        """After a failed first request: did the engine die serving it? Waits up to DEATH_WAIT_S for the
+        server to exit, then diagnoses from the log's post-readiness errors, the HTTP status and the exit code.
+        True when a diagnosis was raised."""
+        proc = self.proc
+        rc: int | None = None
+        dying = http_status is None or http_status >= 500 or bool(self.watcher.errors_after_ready())
+        if dying and proc is not None and proc.proc is not None:
+            try:
+                rc = await asyncio.wait_for(asyncio.shield(proc.proc.wait()), timeout=DEATH_WAIT_S)
+                await asyncio.wait_for(proc.wait_output_done(), timeout=5)
+            except asyncio.TimeoutError:
+                rc = proc.returncode
+        errors = self.watcher.errors_after_ready()
+        if rc is None and not errors:
+            return False
+        diags = dg.first_request_death(self.step, self.serve_facts(), errors, http_status, rc,
+                                       self.watcher.root_cause(), self.watcher.aux_layers_line)
+        for d in diags:
+            self.diag(d)
+        if rc is not None:
+            self.facts.add("server", f"exited with code {rc} after the first request", "fail",
+                           diags[0].evidence[0] if diags and diags[0].evidence else "",
+                           diags[0].remedy if diags else f"see {self.step}.serve.log in the run directory")
+        return bool(diags)
 
     def _baseline_smoke_text(self) -> str | None:
         sh = self.ctx.shared.get("baseline", {}).get("smoke")
@@ -259,6 +297,8 @@ class ServerRun:
         s = self.prof.server
         t0 = time.monotonic()
         self.ctx.emit(Notice(self.step, "info", "stopping the server (SIGINT, then SIGTERM, then SIGKILL)"))
+        # From here on vLLM's shutdown traceback (EngineDeadError) is our own doing: not an error.
+        self.watcher.stopping()
         rc = await self.proc.stop()
         self.ctx.forget(self.proc)
         free = await wait_port_free(s.host, s.port, timeout_s=30)
