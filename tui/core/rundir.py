@@ -68,6 +68,7 @@ class _Redactor:
         self._lock = threading.Lock()
         self._pattern: re.Pattern[str] | None = None
         self._pattern_for: frozenset[str] | None = None
+        self._current: tuple[re.Pattern[str], tuple[str, ...]] | None = None
 
     def add(self, values: Iterable[str]) -> None:
         with self._lock:
@@ -76,6 +77,7 @@ class _Redactor:
                     self._registered.add(v.strip())
                     if v != v.strip():
                         self._registered.add(v)
+            self._current = None
 
     def add_from_env(self, mapping: Mapping[str, Any]) -> None:
         self.add(v for k, v in mapping.items() if isinstance(k, str) and is_secret_name(k) and isinstance(v, str))
@@ -84,14 +86,26 @@ class _Redactor:
         with self._lock:
             self._registered.clear()
             self._env_at = -1e9
+            self._current = None
 
     def _values(self) -> frozenset[str]:
+        return self._env | frozenset(self._registered)
+
+    def current(self) -> tuple[re.Pattern[str], tuple[str, ...]]:
+        """(pattern, literal secret values); the environment is re-read at most once a second."""
         now = time.monotonic()
         if now - self._env_at > _ENV_REFRESH_S:
-            self._env = frozenset(v.strip() for k, v in list(os.environ.items())
-                                  if is_secret_name(k) and _secret_value_ok(v))
+            env = frozenset(v.strip() for k, v in list(os.environ.items())
+                            if is_secret_name(k) and _secret_value_ok(v))
             self._env_at = now
-        return self._env | frozenset(self._registered)
+            if env != self._env:
+                self._env = env
+                self._current = None
+        cur = self._current
+        if cur is None:
+            pat = self.pattern()
+            cur = self._current = (pat, tuple(self._pattern_for or ()))
+        return cur
 
     def pattern(self) -> re.Pattern[str]:
         values = self._values()
@@ -124,9 +138,14 @@ def redact(text: str) -> str:
     """`text` with every known secret value replaced by *** and Hugging Face tokens by hf_***."""
     if not text:
         return text
-    pat = _REDACTOR.pattern()
-    if pat.search(text) is None:
-        return text
+    pat, literals = _REDACTOR.current()
+    # Plain substring tests first (C speed): most lines hold no secret, and the regex is much slower.
+    if "hf_" not in text:
+        for v in literals:
+            if v in text:
+                break
+        else:
+            return text
     return pat.sub(_sub, text)
 
 
@@ -143,17 +162,35 @@ def redact_obj(obj: Any) -> Any:
     return obj
 
 
+_EVENT_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def redact_event(event: Any) -> Any:
     """The same event with its text fields redacted (a new object only when something changed)."""
-    if not dataclasses.is_dataclass(event):
-        return event
-    changes: dict[str, Any] = {}
-    for f in dataclasses.fields(event):
-        v = getattr(event, f.name)
-        if isinstance(v, (str, dict, list, tuple)):
+    cls = type(event)
+    names = _EVENT_FIELDS.get(cls)
+    if names is None:
+        if not dataclasses.is_dataclass(event):
+            return event
+        numeric = {"float", "int", "bool", "float | None", "int | None", "bool | None"}
+        names = _EVENT_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(event)
+                                           if str(f.type) not in numeric and f.name not in ("step", "source"))
+    changes: dict[str, Any] | None = None
+    for name in names:
+        v = getattr(event, name)
+        if type(v) is str:
+            nv: Any = redact(v)
+            if nv is v:
+                continue
+        elif isinstance(v, (str, dict, list, tuple)):
             nv = redact_obj(v)
-            if nv != v:
-                changes[f.name] = nv
+            if nv == v:
+                continue
+        else:
+            continue
+        if changes is None:
+            changes = {}
+        changes[name] = nv
     return dataclasses.replace(event, **changes) if changes else event
 
 
