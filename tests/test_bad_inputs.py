@@ -107,7 +107,7 @@ PROFILE_CASES: list[tuple[str, str | bytes, str]] = [
     ("nul-in-hf-overrides-key", D + '[server.hf_overrides]\n"k\\u0000" = 1\n', "a key in server.hf_overrides contains a NUL"),
     ("nul-in-smoke-prompt", D + '[smoke]\nprompt = "1 2 3\\u0000"\n', "smoke.prompt"),
     ("nul-in-name", 'extends = "demo"\nname = "x\\u0000"\n', "name = 'x\\x00'"),
-    ("nul-in-dataset-path", D + '[dataset]\npath = "/tmp/a\\u0000b"\n', "dataset.path"),
+    ("nul-in-dataset-path", D + '[dataset]\npath = "data/a\\u0000b"\n', "dataset.path"),
     ("nul-in-simulation-string", D + '[simulation]\nvllm_version = "0.24\\u0000"\n', "simulation.vllm_version"),
     ("empty-executable", D + '[server]\ncommand = ["", "x"]\n', "server.command[0] = '' is not valid"),
     ("date-as-port", D + "[server]\nport = 1979-05-27\n", "server.port"),
@@ -368,7 +368,7 @@ def test_profile_name_is_shown_and_names_the_run_dir(capsys, monkeypatch, tmp_pa
     rc, _, err = inproc(capsys, monkeypatch, tmp_path, "--profile", str(prof), "--headless", "--steps", "env")
     assert rc == 0, err
     runs = list((tmp_path / "specdec-runs").iterdir())
-    assert len(runs) == 1 and runs[0].name.endswith("-My-Run-..-x") and "/" not in runs[0].name[16:]
+    assert len(runs) == 1 and runs[0].name.endswith("-My-Run-..-x")
     assert "My Run/../x" in err  # the header
     assert json.loads((runs[0] / "report.json").read_text())["profile"] == "My Run/../x"
 
@@ -704,8 +704,8 @@ SECRET_CASES = [
     ("api-key-in-server-env", '[server.env]\nMY_API_KEY = "k3y-value-123"\n', {}, "k3y-value-123", "MY_API_KEY=***"),
     ("password-from-process-env", '[models]\ntarget = "pw-in-target-9876"\n', {"DB_PASSWORD": "pw-in-target-9876"},
      "pw-in-target-9876", "serve ***"),
-    ("secret-from-process-env", '[dataset]\npath = "/data/zz-secret-zz.txt"\n', {"APP_SECRET": "zz-secret-zz"},
-     "zz-secret-zz", "--dataset-path /data/***.txt"),
+    ("secret-from-process-env", '[dataset]\npath = "data/zz-secret-zz.txt"\n', {"APP_SECRET": "zz-secret-zz"},
+     "zz-secret-zz", "--dataset-path data/***.txt"),
     ("bare-hf-token", f'[speculative]\nmodel = "{TOKEN}"\n', {}, TOKEN, '"model": "hf_***"'),
 ]
 
@@ -727,9 +727,9 @@ def test_secrets_never_printed(capsys, monkeypatch, tmp_path, extra, env, secret
 
 def test_not_secret_names_are_kept(capsys, monkeypatch, tmp_path):
     prof = tmp_path / "p.toml"
-    prof.write_text(D + '[server.env]\nTOKENIZERS_PARALLELISM = "false"\nHF_TOKEN_PATH = "/tmp/tokfile"\n')
+    prof.write_text(D + '[server.env]\nTOKENIZERS_PARALLELISM = "false"\nHF_TOKEN_PATH = "tokfile"\n')
     rc, out, _ = inproc(capsys, monkeypatch, tmp_path, "--profile", str(prof), "--show-commands")
-    assert rc == 0 and "TOKENIZERS_PARALLELISM=false" in out and "HF_TOKEN_PATH=/tmp/tokfile" in out
+    assert rc == 0 and "TOKENIZERS_PARALLELISM=false" in out and "HF_TOKEN_PATH=tokfile" in out
 
 
 def test_token_redacted_on_console_files_and_report(tmp_path):

@@ -35,6 +35,7 @@ from .rundir import (
     RunDir,
     RunDirStateError,
     RunDirUnwritable,
+    add_secrets,
     add_secrets_from_env,
     as_unwritable,
     atomic_write_text,
@@ -90,6 +91,14 @@ class Engine:
         # Secrets of this run (the profile's server.env, the run's environment) are redacted on every channel.
         add_secrets_from_env(profile.data.get("server", {}).get("env", {}))
         add_secrets_from_env(self.ctx.environ)
+        try:  # a Hugging Face token from the token file too
+            from .hub import hub_settings
+
+            token = hub_settings(self.ctx.environ).token
+            if token:
+                add_secrets([token])
+        except Exception:
+            pass
         # Facts from an earlier run in the same directory (e.g. --steps baseline after --steps dataset).
         self._restore_facts()
         self.exit_code: int | None = None
