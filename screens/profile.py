@@ -86,7 +86,8 @@ class ProfilePane(StepPane):
 
     def compose_body(self) -> ComposeResult:
         names = list(bundled_profiles())
-        current = self.base.name if self.base is not None and self.base.name in names else Select.NULL
+        # A bundled profile's source is its bundled name; a file's own `name` may equal one and is not it.
+        current = self.base.source if self.base is not None and self.base.source in names else Select.NULL
         with ProfileForm():
             with Horizontal(classes="row"):
                 yield Label("Bundled profile")

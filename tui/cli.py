@@ -1,20 +1,32 @@
 """`specdec-tui` command line.
 
 Exit codes: 0 all requested steps passed (warnings allowed), 1 a step failed, 2 usage or profile error,
-130 interrupted.
+130 interrupted. A run directory that cannot be written (read-only, full, no permission): 2 when nothing
+could be written there yet (the run never started, like a bad --run-dir), 1 when it happens after steps
+ran. A reused run directory whose state.json is damaged, belongs to another profile or is in use: 2, and
+it is left as it is.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from . import __version__
 from .core.engine import EXIT_INTERRUPTED, EXIT_USAGE, Engine, parse_steps, run_engine_blocking
+from .core.events import STEP_IDS
 from .core.profile import ProfileError, bundled_profiles, load_profile
-from .core.rundir import default_run_dir
+from .core.rundir import (
+    RunDirStateError,
+    add_secrets_from_env,
+    check_reuse,
+    default_run_dir,
+    redact,
+    unwritable_error,
+)
 
 
 class UsageError(Exception):
@@ -49,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail_usage(msg: str) -> int:
-    print(f"specdec-tui: error: {msg}", file=sys.stderr)
+    print(f"specdec-tui: error: {redact(msg)}", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -68,6 +80,18 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # stdout closed (e.g. `| head`): nothing more to say
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 1
+    except Exception as exc:  # a bug: one paragraph, never a traceback (SPECDEC_DEBUG=1 re-raises)
+        if os.environ.get("SPECDEC_DEBUG"):
+            raise
+        print(f"specdec-tui: internal error: {type(exc).__name__}: {redact(str(exc))}. This is a bug in "
+              "specdec-tui; run it again with SPECDEC_DEBUG=1 for the traceback and report it.", file=sys.stderr)
+        return 1
 
 
 def _main(argv: list[str] | None) -> int:
@@ -92,6 +116,12 @@ def _main(argv: list[str] | None) -> int:
     if args.demo and args.profile and args.profile != "demo":
         return _fail_usage(f"--demo means --profile demo; it cannot be combined with --profile {args.profile}.")
     profile_name = "demo" if args.demo else args.profile
+    if args.steps is not None and not args.steps.replace(",", "").strip():
+        return _fail_usage(f"--steps is empty; allowed: {', '.join(STEP_IDS)} (comma-separated, e.g. --steps env,checkpoints). "
+                           "Leave --steps out to run every step.")
+    if profile_name is not None and not profile_name.strip():
+        return _fail_usage("--profile is empty; give a bundled profile name (see `specdec-tui --list-profiles`) "
+                           "or a path to a .toml file.")
     try:
         steps = parse_steps(args.steps)
     except ValueError as exc:
@@ -106,6 +136,7 @@ def _main(argv: list[str] | None) -> int:
             profile = load_profile(profile_name)
         except ProfileError as exc:
             return _fail_usage(str(exc))
+        add_secrets_from_env(profile.data["server"]["env"])  # redacted on every channel from here on
 
     if args.show_commands:
         if profile is None:
@@ -113,13 +144,22 @@ def _main(argv: list[str] | None) -> int:
         from .core.commands import show_commands_text
 
         run_dir = args.run_dir or "./specdec-runs/<run>"
-        sys.stdout.write(show_commands_text(profile, run_dir))
+        sys.stdout.write(redact(show_commands_text(profile, run_dir)))
         return 0
 
-    if args.run_dir:
+    if args.run_dir is not None:
+        if not args.run_dir.strip():
+            return _fail_usage("--run-dir is empty; give a directory path (or leave the option out).")
+        if "\x00" in args.run_dir:
+            return _fail_usage("--run-dir contains a NUL character; give a directory path.")
         run_dir = Path(args.run_dir)
         if run_dir.exists() and not run_dir.is_dir():
             return _fail_usage(f"--run-dir {args.run_dir} exists and is not a directory; choose another path.")
+        if profile is not None and run_dir.is_dir():
+            try:
+                check_reuse(run_dir, profile)  # nothing is written to a damaged, foreign or busy run directory
+            except RunDirStateError as exc:
+                return _fail_usage(str(exc))
     else:
         run_dir = default_run_dir(profile.name if profile else "interactive")
 
@@ -142,7 +182,9 @@ def _main(argv: list[str] | None) -> int:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        return _fail_usage(f"cannot create the run directory {run_dir}: {exc.strerror}. Choose a writable --run-dir.")
+        err = unwritable_error(exc, run_dir)
+        why = err.reason() if err is not None else (exc.strerror or str(exc))
+        return _fail_usage(f"cannot create the run directory {run_dir}: {why}. Choose a writable --run-dir.")
 
     from .headless import HeadlessRenderer
 
@@ -151,11 +193,13 @@ def _main(argv: list[str] | None) -> int:
     code = run_engine_blocking(engine)
     if args.json:
         rp = run_dir / "report.json"
-        if rp.exists():
-            sys.stdout.write(rp.read_text())
+        problem = engine.refused or engine.unwritable
+        if rp.exists() and problem is None:
+            sys.stdout.write(rp.read_text(encoding="utf-8", errors="replace"))
             sys.stdout.flush()
         else:
-            sys.stdout.write(json.dumps({"error": "no report written", "exit_code": code}) + "\n")
+            msg = redact(str(problem)) if problem is not None else "no report written"
+            sys.stdout.write(json.dumps({"error": msg, "exit_code": code}) + "\n")
     return code
 
 

@@ -23,6 +23,7 @@ from rich.progress import (
 from rich.table import Table
 
 from .core import events as ev
+from .core.rundir import redact_event
 
 _FACT_ICON = {"pass": "[green]✓[/]", "warn": "[yellow]![/]", "fail": "[red]✗[/]", "info": "[blue]·[/]"}
 _STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "red", "skipped": "dim",
@@ -116,6 +117,7 @@ class HeadlessRenderer:
 
     # -- events ----------------------------------------------------------------------------------------
     def __call__(self, e: ev.Event) -> None:
+        e = redact_event(e)  # the engine redacts already; a renderer fed from elsewhere must not leak either
         c = self.console
         if isinstance(e, ev.Progress):
             self._on_progress(e)
@@ -201,6 +203,9 @@ class HeadlessRenderer:
 
     def _summary(self, e: ev.RunFinished) -> None:
         c = self.console
+        if not self.step_rows:  # nothing ran (e.g. a run directory refused): the message above says why
+            c.print(f"exit code {e.exit_code}")
+            return
         t = Table(title="Summary", show_header=True)
         t.add_column("Step")
         t.add_column("Status")

@@ -308,6 +308,8 @@ def from_env_facts(step: str, facts: Iterable[Any], host: str = "", port: int = 
         if diag_id == "sdk-too-old" and "unknown" in f.value.lower():
             continue
         if diag_id == "port-in-use":
+            if not f.value.endswith(" in use"):  # the name does not resolve / not a local address: the fact says so
+                continue
             out.append(make(diag_id, step, ev, host=host, port=port))
         else:
             out.append(make(diag_id, step, ev))

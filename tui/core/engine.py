@@ -37,7 +37,19 @@ from .events import (
     StepStatus,
 )
 from .profile import Profile
-from .rundir import RunDir, atomic_write_text, redact
+from .rundir import (
+    RunDir,
+    RunDirStateError,
+    RunDirUnwritable,
+    add_secrets,
+    add_secrets_from_env,
+    as_unwritable,
+    atomic_write_text,
+    check_reuse,
+    redact,
+    redact_event,
+    stale_running_steps,
+)
 from .steps.base import StepContext, StepResult
 
 
@@ -54,6 +66,8 @@ EXIT_OK = ExitCode.OK
 EXIT_FAILED = ExitCode.FAILED
 EXIT_USAGE = ExitCode.USAGE
 EXIT_INTERRUPTED = ExitCode.INTERRUPTED
+# A run directory that cannot be written (RunDirUnwritable): exit 2 when nothing could be written at all
+# (the run never started: like a bad --run-dir), exit 1 when it happens once steps have run (the run failed).
 
 STEP_MODULES = {sid: f"tui.core.steps.{sid}" for sid in STEP_IDS}
 
@@ -90,16 +104,70 @@ class Engine:
         self._hub: Any = None
         self.ctx = StepContext(profile=profile, run=self.run, emit=self._emit,
                                ph=Placeholders(run_dir=str(self.run.path)), verbose=verbose)
+        # Secrets of this run (the profile's server.env, the run's environment) are redacted on every channel.
+        add_secrets_from_env(profile.data.get("server", {}).get("env", {}))
+        add_secrets_from_env(self.ctx.environ)
+        try:  # a Hugging Face token from the token file too
+            from .hub import hub_settings
+
+            token = hub_settings(self.ctx.environ).token
+            if token:
+                add_secrets([token])
+        except Exception:
+            pass
         # Facts from an earlier run in the same directory (e.g. --steps baseline after --steps dataset).
-        for sid, st in self.run.state.get("steps", {}).items():
-            if isinstance(st, dict) and isinstance(st.get("facts"), dict) and st.get("status") in ("passed", "warned"):
-                self.ctx.shared[sid] = st["facts"]
+        self._restore_facts()
         self.exit_code: int | None = None
         self.attempts: dict[str, int] = {}
         self.opened = False
+        self._open_attempted = False
+        self.unwritable: RunDirUnwritable | None = None
+        self.refused: RunDirStateError | None = None
+        self._opened_steps = False
+        self._step_task: asyncio.Future[Any] | None = None
+        self.run.on_unwritable(self._unwritable_seen)
+
+    def _restore_facts(self) -> None:
+        """ctx.shared from state.json; a server step that passed but whose facts lack the bench numbers gets
+        them from its result file on disk (results already saved are never dropped from the report)."""
+        for sid, st in self.run.state.get("steps", {}).items():
+            if not (isinstance(st, dict) and st.get("status") in ("passed", "warned")):
+                continue
+            facts = dict(st["facts"]) if isinstance(st.get("facts"), dict) else {}
+            if sid in ("baseline", "eagle3") and not isinstance(facts.get("bench"), dict):
+                result = self.run.file(f"{sid}.json")
+                if result.is_file():
+                    try:
+                        from .benchparse import parse_result_json
+                        from .steps.bench import bench_facts
+
+                        res = parse_result_json(result)
+                        spec = None
+                        if res.spec is not None:
+                            from . import metrics as mx
+
+                            b = res.spec
+                            spec = mx.SpecStats(b.acceptance_rate, b.acceptance_length, b.num_drafts, b.draft_tokens,
+                                                b.accepted_tokens, list(b.per_position))
+                        facts["bench"] = dict(bench_facts(res, spec, "bench" if spec else None),
+                                              result_file=str(result))
+                    except Exception:
+                        pass
+            self.ctx.shared[sid] = facts
+
+    # -- an unwritable run directory: handled once ------------------------------------------------
+    def _unwritable_seen(self, err: RunDirUnwritable) -> None:
+        """A write failed (possibly a child's log, from the reader task): stop the running step now."""
+        if self.unwritable is None:
+            self.unwritable = err
+            self._emit(Notice("", "error", str(err)))
+        task = self._step_task
+        if task is not None and not task.done():
+            task.cancel()
 
     # -- events -------------------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
+        event = redact_event(event)  # the one redaction source, for every front end
         if isinstance(event, Diagnosis):
             if not any(d.id == event.id and d.step == event.step for d in self.ctx.diagnoses):
                 self.ctx.diagnoses.append(event)
@@ -163,53 +231,118 @@ class Engine:
     async def run_step(self, sid: str) -> StepResult:
         """Run one step (a first attempt or a retry). Diagnoses of the step's earlier attempt are dropped."""
         title = STEP_TITLES[sid]
+        if self.refused is not None or self.unwritable is not None:
+            why = "not run: the run directory cannot be used (see above)"
+            res = StepResult("failed", why)
+            self.results[sid] = res
+            self._emit(StepStarted(sid, title))
+            self._emit(StepFinished(sid, "failed", 0.0, why))
+            return res
         self.attempts[sid] = self.attempts.get(sid, 0) + 1
         self.ctx.diagnoses[:] = [d for d in self.ctx.diagnoses if d.step != sid]
         self.results.pop(sid, None)
         self._emit(StepStarted(sid, title, attempt=self.attempts[sid]))
         t0 = time.monotonic()
-        self.run.update_step(sid, status="running", started=time.time())
-        if not step_available(sid):
-            res = StepResult("unavailable", "not available in this version")
-        else:
-            mod = importlib.import_module(STEP_MODULES[sid])
+        try:
+            self.run.update_step(sid, status="running", started=time.time())
+            self._opened_steps = True
+            if not step_available(sid):
+                res = StepResult("unavailable", "not available in this version")
+            else:
+                mod = importlib.import_module(STEP_MODULES[sid])
+                self._step_task = asyncio.ensure_future(mod.run(self.ctx))
+                try:
+                    res = await self._step_task
+                except asyncio.CancelledError:
+                    if self.unwritable is None or not self._step_task.cancelled():
+                        raise
+                    raise self.unwritable from None  # cancelled by _unwritable_seen
+                except RunDirUnwritable:
+                    raise
+                except Exception as exc:  # a bug or an unexpected environment: report, keep the trace on disk
+                    err = as_unwritable(exc, self.run.path)  # a step's own write into the run directory
+                    if err is not None:
+                        raise err from None
+                    tb = traceback.format_exc()
+                    try:
+                        atomic_write_text(self.run.file(f"{sid}.error.log"), tb)
+                    except RunDirUnwritable:
+                        raise
+                    res = StepResult("failed", f"internal error: {type(exc).__name__}: {redact(str(exc))} "
+                                               f"(traceback in {sid}.error.log)")
+                finally:
+                    self._step_task = None
+            secs = time.monotonic() - t0
+            res.status = StepStatus(res.status)
+            self.results[sid] = res
+            if res.status.ok:
+                self.ctx.shared[sid] = res.facts
+            else:
+                self.ctx.shared.pop(sid, None)
+            self.run.update_step(sid, status=res.status, seconds=round(secs, 3), summary=res.summary,
+                                 facts=res.facts, finished=time.time())
+        except asyncio.CancelledError:
+            secs = time.monotonic() - t0
             try:
-                res = await mod.run(self.ctx)
-            except asyncio.CancelledError:
-                secs = time.monotonic() - t0
-                self.results[sid] = StepResult(StepStatus.INTERRUPTED, "interrupted")
                 self.run.update_step(sid, status="interrupted", seconds=round(secs, 3), summary="interrupted")
-                self._emit(StepFinished(sid, StepStatus.INTERRUPTED, secs, "interrupted"))
-                raise
-            except Exception as exc:  # a bug or an unexpected environment: report, keep the trace on disk
-                tb = traceback.format_exc()
-                atomic_write_text(self.run.file(f"{sid}.error.log"), tb)
-                res = StepResult("failed", f"internal error: {type(exc).__name__}: {redact(str(exc))} "
-                                           f"(traceback in {sid}.error.log)")
-        secs = time.monotonic() - t0
-        res.status = StepStatus(res.status)
-        self.results[sid] = res
-        if res.status.ok:
-            self.ctx.shared[sid] = res.facts
-        else:
-            self.ctx.shared.pop(sid, None)
-        self.run.update_step(sid, status=res.status, seconds=round(secs, 3), summary=res.summary,
-                             facts=res.facts, finished=time.time())
+            except RunDirUnwritable as err:
+                self._unwritable_seen(err)
+            self.results[sid] = StepResult(StepStatus.INTERRUPTED, "interrupted")
+            self._emit(StepFinished(sid, StepStatus.INTERRUPTED, secs, "interrupted"))
+            raise
+        except RunDirUnwritable as err:
+            self._unwritable_seen(err)
+            await self._cleanup()  # nothing more this run can record: stop its children now
+            secs = time.monotonic() - t0
+            res = StepResult("failed", f"the run directory cannot be written ({err.reason()})")
+            self.results[sid] = res
         self._emit(StepFinished(sid, res.status, secs, res.summary))
         return res
 
     async def open(self) -> None:
-        """Start a run: state.json, profile.toml, the simulated backend; emits RunStarted."""
+        """Start a run: state.json, profile.toml, the simulated backend; emits RunStarted. Once only."""
+        if self._open_attempted:
+            return
+        self._open_attempted = True
         prof = self.profile
+        # A reused run directory: its state must be sound, this profile's, and not in use (else refused, untouched).
+        try:
+            if self.run.state_error is not None:
+                raise self.run.state_error
+            check_reuse(self.run.path, prof)
+        except RunDirStateError as exc:
+            self.refused = exc
+            self._emit(Notice("", "error", str(exc)))
+            return
+        stale = stale_running_steps(self.run.state)
+        if stale:
+            owner = self.run.state.get("owner") or {}
+            who = f"pid {owner.get('pid')}" if isinstance(owner, dict) and owner.get("pid") else "an earlier app"
+            why = f"interrupted: the app running it ({who}) stopped without finishing it"
+            self.run.mark_interrupted(stale, why)
+        self.run.claim()
         self.run.state.update({"profile": prof.name, "profile_source": prof.source, "simulated": prof.simulated,
                                "requested_steps": self.steps, "started": time.time()})
-        self.run.save_state()
-        self.run.write_text("profile.toml", prof.to_toml())
+        try:
+            if self.run.setup_error is not None:
+                raise self.run.setup_error
+            self.run.save_state()
+            self.run.write_text("profile.toml", prof.to_toml())
+        except RunDirUnwritable as err:
+            self._unwritable_seen(err)
+            return
         self._start_simulation()  # before RunStarted, so placeholders such as {sim_hub} resolve from then on
         self.opened = True
         self._emit(RunStarted("", prof.name, str(self.run.path), tuple(self.steps), prof.simulated))
         if self._hub is not None:
             self._emit(Notice("", "info", f"simulated backend: loopback hub and dataset mirror at {self._hub.url}"))
+        if stale:
+            self._emit(Notice("", "warning", f"{', '.join(stale)} was left running by {who}, which is gone: shown as "
+                                             f"interrupted. Continue it with --run-dir {self.run.path} --steps "
+                                             f"{','.join(stale)} (or the steps you need)."))
+            for sid in stale:  # front ends show it as interrupted (the wizard offers a retry)
+                if sid not in self.steps:
+                    self._emit(StepFinished(sid, "interrupted", 0.0, why))
 
     async def stop_children(self) -> None:
         """Stop every server / bench process this run started (SIGINT → SIGTERM → SIGKILL)."""
@@ -222,7 +355,19 @@ class Engine:
             code = self.current_exit_code()
         await self._cleanup()
         self._stop_simulation()
-        report_path = self._write_report(code)
+        if self.refused is not None:
+            code = EXIT_USAGE
+        elif self.unwritable is not None:
+            code = EXIT_FAILED if self._opened_steps else EXIT_USAGE
+        report_path = None
+        if self.refused is None and self.unwritable is None:
+            self.run.release()
+            try:
+                self.run.save_state()
+            except RunDirUnwritable as err:
+                self._unwritable_seen(err)
+            else:
+                report_path = self._write_report(code)
         self.exit_code = int(code)
         self._emit(RunFinished("", int(code), str(report_path) if report_path else None))
         return int(code)
@@ -280,7 +425,7 @@ class Engine:
 
     async def run_next(self) -> StepResult | None:
         """Run the next step (opening the run first if needed). None when nothing is left to run."""
-        if not self.opened:
+        if not self._open_attempted:
             await self.open()
         sid = self.next_step()
         if sid is None:
@@ -293,15 +438,18 @@ class Engine:
         self.profile = profile
         self.ctx.profile = profile
         self.run.state.update({"profile": profile.name, "profile_source": profile.source})
-        self.run.save_state()
-        self.run.write_text("profile.toml", profile.to_toml())
+        try:
+            self.run.save_state()
+            self.run.write_text("profile.toml", profile.to_toml())
+        except RunDirUnwritable as err:
+            self._unwritable_seen(err)
 
     async def retry(self, sid: str, profile: Profile | None = None) -> StepResult:
         """Run `sid` again, optionally with a corrected profile. The steps after it that had run are reset
         (they depend on it): their results, facts and diagnoses are dropped."""
         if sid not in self.steps:
             raise ValueError(f"step {sid!r} is not part of this run ({', '.join(self.steps)})")
-        if not self.opened:
+        if not self._open_attempted:
             await self.open()
         if profile is not None:
             self.set_profile(profile)
@@ -311,15 +459,20 @@ class Engine:
                 self.results.pop(other)
                 self.ctx.shared.pop(other, None)
                 self.ctx.diagnoses[:] = [d for d in self.ctx.diagnoses if d.step != other]
-                self.run.update_step(other, status="pending", summary="reset by a retry of " + sid)
+                try:
+                    self.run.update_step(other, status="pending", summary="reset by a retry of " + sid)
+                except RunDirUnwritable as err:
+                    self._unwritable_seen(err)
         return await self.run_step(sid)
 
     async def run_until_failure(self) -> int:
         """Run the remaining steps in order until one fails, then finish. Returns the exit code."""
         try:
-            if not self.opened:
+            if not self._open_attempted:
                 await self.open()
             while self.failed_step is None and (sid := self.next_step()) is not None:
+                if self.refused is not None or self.unwritable is not None:
+                    break
                 await self.run_step(sid)
         except (asyncio.CancelledError, KeyboardInterrupt):
             self._emit(Notice("", "warning", "interrupted: stopping child processes"))
@@ -330,7 +483,7 @@ class Engine:
         """End the run: the steps after a failed one are recorded as skipped, then the report. Idempotent."""
         if self.closed:
             return int(self.exit_code or 0)
-        if not self.opened:
+        if not self._open_attempted:
             await self.open()
         failed = self.failed_step
         if interrupted:
@@ -353,7 +506,10 @@ class Engine:
     def skip_step(self, sid: str, summary: str) -> None:
         self.ctx.diagnoses[:] = [d for d in self.ctx.diagnoses if d.step != sid]
         self.results[sid] = StepResult(StepStatus.SKIPPED, summary)
-        self.run.update_step(sid, status="skipped", seconds=0.0, summary=summary)
+        try:
+            self.run.update_step(sid, status="skipped", seconds=0.0, summary=summary)
+        except RunDirUnwritable as err:
+            self._unwritable_seen(err)
         self._emit(StepStarted(sid, STEP_TITLES[sid]))
         self._emit(StepFinished(sid, "skipped", 0.0, summary))
 
@@ -361,8 +517,14 @@ class Engine:
         try:
             rep = report_mod.build_report(self.profile, self.run, self.results, self.ctx, code)
             return report_mod.write_report(self.run, rep)
+        except RunDirUnwritable as err:
+            self._unwritable_seen(err)
+            return None
         except Exception:
-            atomic_write_text(self.run.file("report.error.log"), traceback.format_exc())
+            try:
+                atomic_write_text(self.run.file("report.error.log"), traceback.format_exc())
+            except RunDirUnwritable as err:
+                self._unwritable_seen(err)
             return None
 
 

@@ -402,7 +402,11 @@ def profile_from_dict(raw: dict[str, Any], source: str = "<memory>", name: str |
             data.update(out)
         else:
             data[section] = out
-    prof = Profile(name=name or data.get("name") or Path(source).stem, source=source, data=data, raw=copy.deepcopy(raw))
+    from .values import check_values  # values JSON/argv/env cannot carry (dates, NaN, NUL)
+
+    check_values(data, source)
+    # The profile's own `name` wins over the file stem a caller passes.
+    prof = Profile(name=data.get("name") or name or Path(source).stem, source=source, data=data, raw=copy.deepcopy(raw))
     _cross_checks(prof)
     return prof
 
@@ -631,9 +635,15 @@ def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def _load_raw(path: Path, source: str, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     """The profile's TOML as a dict, with `extends = "NAME|PATH"` resolved (the file's keys win)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"profile {path}: cannot be read ({exc}). Check the path and its permissions.") from None
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ProfileError(f"profile {path}: cannot be read ({exc.strerror or exc}). Check the path and its permissions.") from None
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        hint = " (it looks like UTF-16)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise ProfileError(f"profile {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}){hint}. "
+                           "Save it as UTF-8.") from None
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -1,74 +1,650 @@
-"""The run directory: every artifact of one run, each written atomically (temp file + rename)."""
+"""The run directory: every artifact of one run, and the one place that writes them.
+
+Writes: every file of a run goes through this module. A file is written atomically (a temp file in the
+same directory, fsync, rename, then fsync of the directory), so nothing already saved is ever replaced by
+a partial write; on failure the temp file is removed. An OSError that says the directory cannot be
+written at all (EROFS, ENOSPC, EDQUOT, EACCES, EPERM) becomes one RunDirUnwritable naming the file and
+the remedy; after the first one, every later write to that directory raises the same exception at once,
+without touching the disk again (so the operator gets one paragraph, not one traceback per file). Log
+files that children stream into (AppendLog) never raise: they record the failure for the directory and
+stop writing; the engine picks it up.
+
+Secrets: redact() is the one redaction source every channel uses (files written here, the child-process
+logs, the events both front ends render, the CLI's own output). It removes the value of every variable
+whose name says TOKEN, KEY, SECRET or PASSWORD (from the process environment and from what the engine
+registers: the profile's server.env and the run's environment), and anything shaped like a Hugging Face
+token (hf_...).
+
+Reuse: a run directory given again (--run-dir) is checked before anything is written there
+(check_reuse): state.json must parse and have the expected shape, it must belong to the same profile (or
+to a profile with the same settings under another name), and no live process may own it. A step left
+"running" by an app that is gone (killed) is shown as interrupted and can be run again.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import json
+import math
 import os
 import re
+import socket
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable, Mapping
 
-# Secrets that must never reach a log or a report.
-_SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "VLLM_API_KEY")
+# ---------------------------------------------------------------------------------------------
+# Secrets
+# ---------------------------------------------------------------------------------------------
+
+# A variable is secret when a word of its name is TOKEN, KEY, SECRET or PASSWORD (HF_TOKEN, OPENAI_API_KEY,
+# AWS_SECRET_ACCESS_KEY, DB_PASSWORD ...). TOKENIZERS_PARALLELISM is not (TOKEN is not a word of it); nor is
+# a variable that names a file holding a secret (HF_TOKEN_PATH): its value is a path, not the secret.
+_SECRET_NAME_RE = re.compile(r"(?:^|_)(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD|APIKEY)(?:_|$)", re.IGNORECASE)
+_NOT_SECRET_SUFFIX = ("_PATH", "_FILE", "_DIR")
+_NOT_SECRET_VALUES = {"true", "false", "yes", "no", "none", "null", "auto", "1", "0", "on", "off"}
 _TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")
+_MIN_SECRET_LEN = 4
+_ENV_REFRESH_S = 1.0
+
+
+def is_secret_name(name: str) -> bool:
+    up = name.upper()
+    return bool(_SECRET_NAME_RE.search(up)) and not up.endswith(_NOT_SECRET_SUFFIX)
+
+
+def _secret_value_ok(value: Any) -> bool:
+    return isinstance(value, str) and len(value.strip()) >= _MIN_SECRET_LEN and value.strip().lower() not in _NOT_SECRET_VALUES
+
+
+class _Redactor:
+    def __init__(self) -> None:
+        self._registered: set[str] = set()
+        self._env: frozenset[str] = frozenset()
+        self._env_at = -1e9
+        self._lock = threading.Lock()
+        self._pattern: re.Pattern[str] | None = None
+        self._pattern_for: frozenset[str] | None = None
+        self._current: tuple[re.Pattern[str], tuple[str, ...]] | None = None
+
+    def add(self, values: Iterable[str]) -> None:
+        with self._lock:
+            for v in values:
+                if _secret_value_ok(v):
+                    self._registered.add(v.strip())
+                    if v != v.strip():
+                        self._registered.add(v)
+            self._current = None
+
+    def add_from_env(self, mapping: Mapping[str, Any]) -> None:
+        self.add(v for k, v in mapping.items() if isinstance(k, str) and is_secret_name(k) and isinstance(v, str))
+
+    def clear_registered(self) -> None:  # tests
+        with self._lock:
+            self._registered.clear()
+            self._env_at = -1e9
+            self._current = None
+
+    def _values(self) -> frozenset[str]:
+        return self._env | frozenset(self._registered)
+
+    def current(self) -> tuple[re.Pattern[str], tuple[str, ...]]:
+        """(pattern, literal secret values); the environment is re-read at most once a second."""
+        now = time.monotonic()
+        if now - self._env_at > _ENV_REFRESH_S:
+            env = frozenset(v.strip() for k, v in list(os.environ.items())
+                            if is_secret_name(k) and _secret_value_ok(v))
+            self._env_at = now
+            if env != self._env:
+                self._env = env
+                self._current = None
+        cur = self._current
+        if cur is None:
+            pat = self.pattern()
+            cur = self._current = (pat, tuple(self._pattern_for or ()))
+        return cur
+
+    def pattern(self) -> re.Pattern[str]:
+        values = self._values()
+        if self._pattern is None or values != self._pattern_for:
+            alts = [re.escape(v) for v in sorted(values, key=len, reverse=True)]
+            lit = f"(?P<s>{'|'.join(alts)})|" if alts else ""
+            self._pattern = re.compile(f"{lit}(?P<t>{_TOKEN_RE.pattern})")
+            self._pattern_for = values
+        return self._pattern
+
+
+_REDACTOR = _Redactor()
+
+
+def _sub(m: re.Match[str]) -> str:
+    return "hf_***" if m.lastgroup == "t" else "***"
+
+
+def add_secrets(values: Iterable[str]) -> None:
+    """Register literal secret values (e.g. a token read from a file) for every channel."""
+    _REDACTOR.add(values)
+
+
+def add_secrets_from_env(mapping: Mapping[str, Any]) -> None:
+    """Register the values of the secret-named variables of `mapping` (a profile's server.env, a run's env)."""
+    _REDACTOR.add_from_env(mapping)
 
 
 def redact(text: str) -> str:
-    """Remove tokens (HF_TOKEN-style values and the literal values of secret env vars)."""
-    for var in _SECRET_ENV:
-        val = os.environ.get(var)
-        if val and len(val) >= 4:
-            text = text.replace(val, "***")
-    return _TOKEN_RE.sub("hf_***", text)
+    """`text` with every known secret value replaced by *** and Hugging Face tokens by hf_***."""
+    if not text:
+        return text
+    pat, literals = _REDACTOR.current()
+    # Plain substring tests first (C speed): most lines hold no secret, and the regex is much slower.
+    if "hf_" not in text:
+        for v in literals:
+            if v in text:
+                break
+        else:
+            return text
+    return pat.sub(_sub, text)
+
+
+def redact_obj(obj: Any) -> Any:
+    """redact() applied to every string in a JSON-like structure (dict keys included)."""
+    if isinstance(obj, str):
+        return redact(obj)
+    if isinstance(obj, dict):
+        return {redact_obj(k) if isinstance(k, str) else k: redact_obj(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact_obj(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(redact_obj(v) for v in obj)
+    return obj
+
+
+_EVENT_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def redact_event(event: Any) -> Any:
+    """The same event with its text fields redacted (a new object only when something changed)."""
+    cls = type(event)
+    names = _EVENT_FIELDS.get(cls)
+    if names is None:
+        if not dataclasses.is_dataclass(event):
+            return event
+        numeric = {"float", "int", "bool", "float | None", "int | None", "bool | None"}
+        names = _EVENT_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(event)
+                                           if str(f.type) not in numeric and f.name not in ("step", "source"))
+    changes: dict[str, Any] | None = None
+    for name in names:
+        v = getattr(event, name)
+        if type(v) is str:
+            nv: Any = redact(v)
+            if nv is v:
+                continue
+        elif isinstance(v, (str, dict, list, tuple)):
+            nv = redact_obj(v)
+            if nv == v:
+                continue
+        else:
+            continue
+        if changes is None:
+            changes = {}
+        changes[name] = nv
+    return dataclasses.replace(event, **changes) if changes else event
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------------------------
+
+_UNWRITABLE_ERRNOS = {errno.EROFS, errno.ENOSPC, errno.EACCES, errno.EPERM}
+if hasattr(errno, "EDQUOT"):
+    _UNWRITABLE_ERRNOS.add(errno.EDQUOT)
+
+
+class RunDirUnwritable(Exception):
+    """The run directory cannot be written. str() is one paragraph: the file, the reason, the remedy."""
+
+    def __init__(self, path: Path, err: int, detail: str = ""):
+        self.path = Path(path)
+        self.errno = err
+        self.detail = detail
+        super().__init__(self.message())
+
+    @property
+    def directory(self) -> Path:
+        return self.path.parent
+
+    def reason(self) -> str:
+        e = self.errno
+        if e == errno.EROFS:
+            return "the file system holding it is read-only (EROFS)"
+        if e == errno.ENOSPC:
+            return "the disk holding it is full (ENOSPC)"
+        if e == getattr(errno, "EDQUOT", -1):
+            return "the disk quota of this user there is exhausted (EDQUOT)"
+        if e in (errno.EACCES, errno.EPERM):
+            return f"permission denied ({errno.errorcode.get(e, e)}): this user may not write there"
+        return self.detail or os.strerror(e)
+
+    def remedy(self) -> str:
+        e = self.errno
+        if e in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+            return ("Free space there, or choose a run directory on another disk with --run-dir DIR; the files "
+                    "already saved there are kept as they were.")
+        if e in (errno.EACCES, errno.EPERM):
+            return "Fix the directory's permissions or choose a writable run directory with --run-dir DIR."
+        return "Choose a run directory on a writable file system with --run-dir DIR."
+
+    def message(self) -> str:
+        return (f"cannot write {self.path}: {self.reason()}. Nothing more is written to {self.directory}. "
+                f"{self.remedy()}")
+
+
+def unwritable_error(exc: OSError, path: Path) -> RunDirUnwritable | None:
+    """The RunDirUnwritable an OSError stands for, or None when it is some other failure."""
+    if exc.errno in _UNWRITABLE_ERRNOS:
+        return RunDirUnwritable(path, exc.errno, exc.strerror or "")
+    return None
+
+
+def as_unwritable(exc: BaseException, directory: Path) -> RunDirUnwritable | None:
+    """For an OSError some code raised while writing a file inside `directory` (e.g. a step writing on its
+    own): the recorded RunDirUnwritable, or None when it is not one."""
+    if isinstance(exc, RunDirUnwritable):
+        return exc
+    if not isinstance(exc, OSError) or not exc.filename:
+        return None
+    target = Path(os.fsdecode(exc.filename))
+    try:
+        inside = os.path.abspath(target).startswith(_key(directory) + os.sep) or _key(target) == _key(directory)
+    except (TypeError, ValueError):
+        return None
+    err = unwritable_error(exc, target) if inside else None
+    return _record_failure(err) if err is not None else None
+
+
+# Directories found unwritable in this process: later writes there fail at once with the same error.
+_FAILED: dict[str, RunDirUnwritable] = {}
+_LISTENERS: dict[str, list[Callable[[RunDirUnwritable], None]]] = {}
+
+
+def _key(directory: Path) -> str:
+    return os.path.abspath(str(directory))
+
+
+def _record_failure(err: RunDirUnwritable) -> RunDirUnwritable:
+    key = _key(err.directory)
+    if key not in _FAILED:
+        _FAILED[key] = err
+        for cb in list(_LISTENERS.get(key, [])):
+            try:
+                cb(err)
+            except Exception:
+                pass
+    return _FAILED[key]
+
+
+def failure_for(directory: Path) -> RunDirUnwritable | None:
+    return _FAILED.get(_key(directory))
+
+
+def forget_failure(directory: Path) -> None:
+    _FAILED.pop(_key(directory), None)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(str(directory), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_fd(fd: int, data: bytes) -> None:
+    """Write all of `data` to the temp file `fd`, fsync and close it (tests replace this to simulate a full disk)."""
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically. Raises RunDirUnwritable for EROFS/ENOSPC/EDQUOT/EACCES/EPERM (and at
+    once, without trying, once the directory has failed like that); other OSErrors propagate."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    prior = failure_for(path.parent)
+    if prior is not None:
+        raise prior
+    tmp: str | None = None
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+        _write_fd(fd, data)
         os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        tmp = None
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        err = unwritable_error(exc, path)
+        if err is None:
+            raise
+        raise _record_failure(err) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, redact(text).encode("utf-8"))
 
 
+def json_safe(obj: Any) -> Any:
+    """obj with NaN/inf replaced by None (strict JSON: other tools read these files)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+    # Serialised first: a value JSON cannot carry fails here, before anything on disk is touched.
+    text = json.dumps(json_safe(obj), indent=2, sort_keys=False, default=str, allow_nan=False) + "\n"
+    atomic_write_text(path, text)
+
+
+class AppendLog:
+    """A log file a child's output streams into (line-buffered appends). It never raises: on the first
+    EROFS/ENOSPC/EDQUOT/EACCES it records the failure for its directory (the engine stops the run) and
+    drops every later line; other errors just stop the log."""
+
+    def __init__(self, path: Path, buffering: int = 1 << 16):
+        self.path = Path(path)
+        self.error: BaseException | None = None
+        self._f = None
+        prior = failure_for(self.path.parent)
+        if prior is not None:
+            raise prior
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._f = open(self.path, "a", encoding="utf-8", errors="replace", buffering=buffering)
+        except OSError as exc:
+            err = unwritable_error(exc, self.path)
+            if err is None:
+                raise
+            raise _record_failure(err) from None
+
+    def _fail(self, exc: OSError) -> None:
+        err = unwritable_error(exc, self.path)
+        self.error = _record_failure(err) if err is not None else exc
+        f, self._f = self._f, None
+        if f is not None:
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    def write(self, text: str) -> None:
+        if self._f is None:
+            return
+        try:
+            self._f.write(text)
+        except OSError as exc:
+            self._fail(exc)
+
+    def flush(self) -> None:
+        if self._f is None:
+            return
+        try:
+            self._f.flush()
+        except OSError as exc:
+            self._fail(exc)
+
+    def close(self) -> None:
+        if self._f is None:
+            return
+        try:
+            self._f.close()
+        except OSError as exc:
+            self._fail(exc)
+        self._f = None
+
+
+def open_append(path: Path) -> AppendLog:
+    return AppendLog(path)
+
+
+_MAX_NAME = 64
+
+
+def safe_name(name: str) -> str:
+    """A profile name as one safe path component (letters, digits, . _ -)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-._")
+    return safe[:_MAX_NAME].rstrip("-._") or "profile"
 
 
 def default_run_dir(profile_name: str, base: Path | None = None) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", profile_name) or "profile"
-    return (base or Path("specdec-runs")) / f"{stamp}-{safe}"
+    return (base or Path("specdec-runs")) / f"{stamp}-{safe_name(profile_name)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# state.json: shape, owner, reuse
+# ---------------------------------------------------------------------------------------------
+
+STATUSES = ("running", "passed", "warned", "failed", "skipped", "unavailable", "interrupted")
+_STEP_IDS = ("env", "checkpoints", "dataset", "baseline", "eagle3", "results")
+
+
+class RunDirStateError(Exception):
+    """A reused run directory cannot be continued (damaged, foreign or in use). str() is one paragraph."""
+
+
+def _owner_now() -> dict[str, Any]:
+    started = None
+    try:
+        import psutil
+
+        started = psutil.Process(os.getpid()).create_time()
+    except Exception:
+        pass
+    return {"pid": os.getpid(), "started": started, "host": socket.gethostname()}
+
+
+def owner_alive(owner: Mapping[str, Any]) -> bool | None:
+    """True: the process that owns the state still runs; False: it is gone; None: cannot tell (another host)."""
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool):
+        return False
+    if owner.get("host") not in (None, socket.gethostname()):
+        return None
+    try:
+        import psutil
+
+        p = psutil.Process(pid)
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return False
+        started = owner.get("started")
+        if isinstance(started, (int, float)) and abs(p.create_time() - float(started)) > 1.0:
+            return False  # the pid was reused by another process
+        return True
+    except Exception:
+        return False
+
+
+def _shape_problem(state: Any) -> str | None:
+    if not isinstance(state, dict):
+        return f"it holds {type(state).__name__} instead of an object"
+    prof = state.get("profile")
+    if not isinstance(prof, str):
+        return "it has no profile name (\"profile\")"
+    steps = state.get("steps")
+    if not isinstance(steps, dict):
+        return "\"steps\" is missing or not an object"
+    for sid, st in steps.items():
+        if sid not in _STEP_IDS:
+            return f"it has an unknown step id {sid!r}"
+        if not isinstance(st, dict):
+            return f"steps.{sid} is not an object"
+        if st.get("status") not in STATUSES:
+            return f"steps.{sid}.status = {st.get('status')!r} is not one of {', '.join(STATUSES)}"
+        if "facts" in st and not isinstance(st["facts"], dict):
+            return f"steps.{sid}.facts is not an object"
+        if "seconds" in st and st["seconds"] is not None and not isinstance(st["seconds"], (int, float)):
+            return f"steps.{sid}.seconds is not a number"
+        if "summary" in st and not isinstance(st["summary"], str):
+            return f"steps.{sid}.summary is not text"
+    owner = state.get("owner")
+    if owner is not None:
+        if not isinstance(owner, dict) or not isinstance(owner.get("pid"), int):
+            return "\"owner\" is not an object with a pid"
+    rq = state.get("requested_steps")
+    if rq is not None and not (isinstance(rq, list) and all(isinstance(x, str) for x in rq)):
+        return "\"requested_steps\" is not a list of step ids"
+    return None
+
+
+def read_state(directory: Path) -> dict[str, Any] | None:
+    """The state.json of `directory`, validated: None when there is none; RunDirStateError when it is damaged."""
+    sp = Path(directory) / "state.json"
+    if not sp.exists() and not sp.is_symlink():
+        return None
+    fix = (f"It is left as it is. Move it aside to start afresh in that directory, or choose another --run-dir.")
+    if not sp.is_file():
+        raise RunDirStateError(f"run directory {directory}: state.json is not a regular file. {fix}")
+    try:
+        data = sp.read_bytes()
+    except OSError as exc:
+        raise RunDirStateError(f"run directory {directory}: state.json cannot be read ({exc.strerror}). {fix}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RunDirStateError(
+            f"run directory {directory}: state.json is damaged: it is not UTF-8 text (byte 0x{data[exc.start]:02x} "
+            f"at offset {exc.start}). {fix}") from None
+    try:
+        state = json.loads(text)
+    except ValueError as exc:
+        what = "empty" if not text.strip() else f"not valid JSON ({exc})"
+        raise RunDirStateError(f"run directory {directory}: state.json is damaged (truncated?): it is {what}. {fix}") from None
+    problem = _shape_problem(state)
+    if problem:
+        raise RunDirStateError(f"run directory {directory}: state.json is not a specdec-tui state: {problem}. {fix}")
+    return state
+
+
+def _settings(toml_text: str) -> dict[str, Any] | None:
+    """A profile's settings (every table with defaults, without name/description), or None when unloadable."""
+    try:
+        import tomllib
+
+        from .profile import profile_from_dict
+
+        raw = tomllib.loads(toml_text)
+        data = dict(profile_from_dict(raw, "<saved>").data)
+    except Exception:
+        return None
+    data.pop("name", None)
+    data.pop("description", None)
+    data.pop("extends", None)
+    return data
+
+
+def check_reuse(directory: Path, profile: Any) -> dict[str, Any] | None:
+    """Check that `profile` may continue the run in `directory` (nothing is written). Returns the validated
+    state (None for a fresh directory); raises RunDirStateError with one paragraph otherwise.
+
+    Rules: the state must parse and have the expected shape; its profile name must be the profile's name,
+    or the directory's saved profile.toml must have the same settings as the profile apart from its name and
+    description (a renamed copy); no live process may own it (two apps in one run directory would overwrite
+    each other's files)."""
+    directory = Path(directory)
+    state = read_state(directory)
+    if state is None:
+        return None
+    keep = "It is left as it is."
+    saved_name = state.get("profile")
+    if saved_name != profile.name:
+        saved = directory / "profile.toml"
+        same = False
+        try:
+            same = _settings(saved.read_text(encoding="utf-8")) == _settings(redact(profile.to_toml()))
+        except (OSError, UnicodeDecodeError):
+            same = False
+        if not same:
+            raise RunDirStateError(
+                f"run directory {directory} belongs to profile {saved_name!r}, not {profile.name!r}, and its saved "
+                f"profile.toml has other settings; its results would be mixed with this profile's. {keep} Choose "
+                "another --run-dir, or continue it with its own profile: --profile " + str(directory / "profile.toml") + ".")
+    owner = state.get("owner")
+    if isinstance(owner, dict) and not owner.get("ended") and owner.get("pid") != os.getpid():
+        if owner_alive(owner):
+            raise RunDirStateError(
+                f"run directory {directory} is in use by another specdec-tui (pid {owner.get('pid')}). {keep} Wait for "
+                "it to finish or stop it, or choose another --run-dir.")
+    return state
+
+
+def stale_running_steps(state: Mapping[str, Any]) -> list[str]:
+    """Steps a state says are 'running' although the app that ran them is gone."""
+    steps = state.get("steps") or {}
+    running = [sid for sid, st in steps.items() if isinstance(st, dict) and st.get("status") == "running"]
+    if not running:
+        return []
+    owner = state.get("owner")
+    if isinstance(owner, dict) and owner.get("pid") == os.getpid() and not owner.get("ended"):
+        return []
+    if isinstance(owner, dict) and not owner.get("ended") and owner_alive(owner):
+        return []
+    return running
 
 
 class RunDir:
+    """One run directory. The state is validated on construction; a damaged state is not loaded
+    (`state_error` says why) and nothing is written until the engine has checked it."""
+
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
         self.state: dict[str, Any] = {"steps": {}}
-        sp = self.path / "state.json"
-        if sp.exists():
-            try:
-                self.state = json.loads(sp.read_text())
-                self.state.setdefault("steps", {})
-            except (OSError, ValueError):
-                pass
+        self.state_error: RunDirStateError | None = None
+        self.setup_error: RunDirUnwritable | None = None
+        forget_failure(self.path)  # a new attempt: the disk may have been fixed since
+        _LISTENERS.pop(_key(self.path), None)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            err = unwritable_error(exc, self.path / "state.json")
+            if err is None:
+                raise
+            self.setup_error = _record_failure(err)
+        try:
+            loaded = read_state(self.path)
+        except RunDirStateError as exc:
+            self.state_error = exc
+            loaded = None
+        if loaded is not None:
+            self.state = loaded
 
+    # -- failure hooks -------------------------------------------------------------------------
+    @property
+    def failed(self) -> RunDirUnwritable | None:
+        return failure_for(self.path)
+
+    def on_unwritable(self, cb: Callable[[RunDirUnwritable], None]) -> None:
+        _LISTENERS.setdefault(_key(self.path), []).append(cb)
+
+    # -- files ----------------------------------------------------------------------------------
     def file(self, name: str) -> Path:
         return self.path / name
 
@@ -82,9 +658,32 @@ class RunDir:
         atomic_write_text(p, text)
         return p
 
+    def write_bytes(self, name: str, data: bytes) -> Path:
+        p = self.file(name)
+        atomic_write_bytes(p, data)
+        return p
+
+    def open_log(self, name: str) -> AppendLog:
+        return AppendLog(self.file(name))
+
     def save_state(self) -> None:
         atomic_write_json(self.file("state.json"), self.state)
 
     def update_step(self, step: str, **fields: Any) -> None:
         self.state["steps"].setdefault(step, {}).update(fields)
         self.save_state()
+
+    def claim(self) -> None:
+        """Record this process as the owner (pid + start time), so a later app can tell a killed run."""
+        self.state["owner"] = _owner_now()
+
+    def release(self) -> None:
+        owner = self.state.get("owner")
+        if isinstance(owner, dict):
+            owner["ended"] = time.time()
+
+    def mark_interrupted(self, steps: list[str], why: str) -> None:
+        for sid in steps:
+            st = self.state["steps"].setdefault(sid, {})
+            st["status"] = "interrupted"
+            st["summary"] = why

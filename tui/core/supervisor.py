@@ -30,7 +30,7 @@ STARTUP_GRACE_S = 5.0  # SIGINT -> SIGTERM for a process not yet ready
 
 import psutil
 
-from .rundir import redact
+from .rundir import open_append, redact
 
 _PKG_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -152,8 +152,7 @@ class ManagedProcess:
         exe = self.argv[0]
         if shutil.which(exe, path=self.env.get("PATH", os.defpath)) is None:
             raise FileNotFoundError(f"{exe!r} not found on PATH" if os.sep not in exe else f"{exe!r} is not executable")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "a", encoding="utf-8", errors="replace", buffering=1 << 16)
+        self._log = open_append(self.log_path)  # through rundir: an unwritable run directory is reported once
         self._log.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%S')} $ {redact(' '.join(self.argv))}\n")
         self.started_at = time.time()
         # The wrapper runs in this interpreter (so it imports like the app does) and execs argv unchanged,
@@ -169,7 +168,7 @@ class ManagedProcess:
     async def _read(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
         stream = self.proc.stdout
-        secret = any(os.environ.get(v) for v in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"))
+        secret = True  # rundir.redact: every known secret and hf_ token, on every line (fast when none match)
         buf = ""
         while True:
             chunk = await stream.read(1 << 16)

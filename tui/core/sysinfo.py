@@ -482,19 +482,47 @@ def process_command(pid: int | None, limit: int = 160) -> str:
 
 
 def bind_error(host: str, port: int) -> OSError | None:
-    """Try to bind host:port like a server would (SO_REUSEADDR). None when it is free."""
-    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    """Try to bind host:port like a server would (SO_REUSEADDR). None when it is free. A host name is resolved
+    first: a name that does not resolve comes back as the socket.gaierror (see port_error_text)."""
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return exc
+    except UnicodeError as exc:  # a name IDNA cannot encode
+        return socket.gaierror(socket.EAI_NONAME, f"not a valid host name ({exc})")
+    fam, _type, _proto, _canon, addr = infos[0]
     s = socket.socket(fam, socket.SOCK_STREAM)
     try:
         if os.name != "nt":
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((host, port))
+        s.bind(addr)
         s.listen(1)
         return None
     except OSError as exc:
         return exc
     finally:
         s.close()
+
+
+def bind_problem(host: str, port: int) -> tuple[str, str, str] | None:
+    """Why a server could not listen on host:port: (kind, sentence, remedy), or None when it can.
+    kind: resolve (the name does not resolve), not-local (not an address of this machine), in-use,
+    permission, other. Makes at most one name lookup (none for a numeric address)."""
+    err = bind_error(host, port)
+    if err is None:
+        return None
+    local = "set [server] host to an address of this machine (127.0.0.1, then an SSH tunnel)"
+    if isinstance(err, socket.gaierror):
+        return ("resolve", f"server.host {host!r} does not resolve ({err.strerror or err})", local)
+    if err.errno == errno.EADDRNOTAVAIL:
+        return ("not-local", f"server.host {host!r} is not an address of this machine", local)
+    if err.errno == errno.EADDRINUSE:
+        return ("in-use", f"{host}:{port} is already in use", "stop the process holding it or set [server] port")
+    if err.errno == errno.EACCES:
+        return ("permission", f"port {port} on {host} may not be bound by this user (ports below 1024 need root)",
+                "set [server] port to a free port ≥ 1024")
+    return ("other", f"cannot bind {host}:{port}: {err.strerror or err}", "set [server] host/port to a local address "
+            "and a free port")
 
 
 def is_numeric_host(host: str) -> bool:
@@ -536,10 +564,12 @@ def port_holders(port: int) -> tuple[list[tuple[int | None, str]], str]:
 
 
 def port_error_text(exc: OSError) -> str:
+    if isinstance(exc, socket.gaierror):
+        return f"does not resolve ({exc.strerror or exc})"
     if exc.errno == errno.EADDRINUSE:
         return "in use"
     if exc.errno == errno.EACCES:
         return "permission denied (ports below 1024 need root)"
     if exc.errno == errno.EADDRNOTAVAIL:
-        return "address not available on this machine"
+        return "not an address of this machine"
     return exc.strerror or str(exc)

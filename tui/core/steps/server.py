@@ -19,6 +19,7 @@ from ..commands import base_url, format_command, serve_argv, serve_env, target_m
 from ..events import Data, Notice
 from ..logwatch import ServeLogWatcher
 from ..supervisor import ManagedProcess, port_free, port_holder, wait_port_free
+from ..sysinfo import bind_problem
 from .base import FactRecorder, StepContext, StepResult
 
 HEALTH_POLL_S = 1.0
@@ -85,6 +86,10 @@ class ServerRun:
     async def launch(self) -> bool:
         s = self.prof.server
         if not port_free(s.host, s.port):
+            problem = bind_problem(s.host, s.port)  # which one failed: the name, the address or the port
+            if problem is not None and problem[0] != "in-use":
+                self.facts.add("server address", f"{s.host}:{s.port}", "fail", problem[1], problem[2])
+                return False
             # A previous server of ours may still be releasing it.
             if not await wait_port_free(s.host, s.port, timeout_s=5):
                 holder = port_holder(s.port)

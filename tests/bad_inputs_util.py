@@ -1,0 +1,108 @@
+"""Helpers for tests/test_bad_inputs.py: run the CLI (in this process or as a child), snapshot directories,
+find leftover processes, and run a command under tests/fsjail.py (real read-only / full file systems, a
+loopback-only network) when this machine allows mount namespaces."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from e2e_util import REPO, child_env
+
+MARK_VAR = "SPECDEC_BADINPUT_MARK"
+JAIL = REPO / "tests" / "fsjail.py"
+
+
+@dataclass
+class Result:
+    rc: int
+    out: str
+    err: str
+    leftovers: list[str]
+
+    @property
+    def both(self) -> str:
+        return self.out + self.err
+
+
+def snapshot(d: Path) -> dict[str, str]:
+    """{relative path: sha256} of every file under d (directories as 'dir')."""
+    out: dict[str, str] = {}
+    if not d.exists():
+        return out
+    for p in sorted(d.rglob("*")):
+        rel = str(p.relative_to(d))
+        out[rel] = "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _marked(mark: str) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if p.environ().get(MARK_VAR) == mark and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def leftovers_after(mark: str, timeout: float = 20.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    alive = _marked(mark)
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = _marked(mark)
+    out = []
+    for p in alive:
+        try:
+            out.append(f"{p.pid} {' '.join(p.cmdline())[:200]}")
+            p.kill()
+        except psutil.Error:
+            pass
+    return out
+
+
+def run_cli(tmp_path: Path, *args: str, env_extra: dict[str, str] | None = None, jail: list[str] | None = None,
+            timeout: float = 180, cwd: Path | None = None) -> Result:
+    """`python -m tui ARGS` as a child (optionally inside fsjail), marked so that leftovers can be found."""
+    env = child_env(tmp_path)
+    mark = uuid.uuid4().hex
+    env[MARK_VAR] = mark
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(env_extra or {})
+    argv = [sys.executable, "-m", "tui", *args]
+    if jail is not None:
+        argv = ["unshare", "-m", "-n", "--propagation", "private", sys.executable, str(JAIL), *jail, "--", *argv]
+    r = subprocess.run(argv, capture_output=True, text=True, cwd=cwd or tmp_path, env=env, timeout=timeout,
+                       stdin=subprocess.DEVNULL)
+    return Result(r.returncode, r.stdout, r.stderr, leftovers_after(mark))
+
+
+def jail_available() -> str | None:
+    """None when mount + network namespaces work here, else why not."""
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        return "unshare/mount not installed"
+    try:
+        r = subprocess.run(["unshare", "-m", "-n", "--propagation", "private", "mount", "-t", "tmpfs", "-o", "size=16k",
+                            "tmpfs", "/mnt"], capture_output=True, timeout=20, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unshare failed: {exc}"
+    if r.returncode != 0:
+        return f"no mount namespace here: {r.stderr.decode(errors='replace').strip()}"
+    if shutil.which("ip") is None:
+        return "iproute2 (ip) not installed"
+    return None
+
+
+def no_tmp_files(d: Path) -> list[str]:
+    return [p.name for p in d.rglob("*.tmp")] if d.exists() else []
