@@ -7,6 +7,7 @@ report.json keys (documented in the README):
   runs.baseline / runs.eagle3
                     output_throughput, request_throughput, total_token_throughput, duration_s,
                     completed, failed, num_prompts, mean/median/p99 _ttft_ms/_tpot_ms/_itl_ms/_e2el_ms,
+                    dataset_mode ("sonnet" | "custom-from-sonnet": vLLM >= 0.32, sonnet prompts as custom JSONL),
                     eagle3 also: acceptance_rate (percent), acceptance_length,
                     per_position_acceptance (percent per draft position), acceptance_source
   comparison        output_throughput_speedup, median_tpot_ratio, median_ttft_ratio (eagle3 / baseline)
@@ -33,6 +34,7 @@ RUN_KEYS = (
     "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
     "mean_itl_ms", "median_itl_ms", "p99_itl_ms",
     "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms",
+    "dataset_mode",
 )
 SPEC_KEYS = ("acceptance_rate", "acceptance_length", "per_position_acceptance", "acceptance_source")
 
