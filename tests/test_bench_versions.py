@@ -255,7 +255,7 @@ def test_show_commands_detected_and_unknown(tmp_path):
     prof = demo_variant(tmp_path, "v032", simulation__vllm_version="0.32.0")
     r = show("--profile", str(prof), "--show-commands")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("# vLLM 0.32.0 (detected from server.command '{python}')")
+    assert r.stdout.startswith("# vLLM 0.32.0 (the version the simulator plays: [simulation] vllm_version)")
     assert "--dataset-name custom" in r.stdout
     # No vllm on PATH to probe: unknown, the sonnet form, and the output says so.
     bad = tmp_path / "novllm.toml"
@@ -264,6 +264,28 @@ def test_show_commands_detected_and_unknown(tmp_path):
     assert u.returncode == 0, u.stderr
     assert u.stdout.startswith("# vLLM version unknown") and "assuming < 0.32" in u.stdout
     assert "--dataset-name sonnet" in u.stdout
+
+
+def test_show_commands_detects_the_version_of_the_profiles_vllm(tmp_path):
+    """A `vllm` on PATH whose interpreter has vllm 0.33.0's metadata: detected, custom form, builder run by
+    that interpreter."""
+    bindir, site = tmp_path / "bin", tmp_path / "site"
+    bindir.mkdir()
+    (site / "vllm-0.33.0.dist-info").mkdir(parents=True)
+    (site / "vllm-0.33.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.33.0\n")
+    (site / "vllm-0.33.0.dist-info" / "RECORD").write_text("")
+    exe = bindir / "vllm"
+    exe.write_text(f"#!{sys.executable}\nimport sys\nsys.exit(0)\n")
+    exe.chmod(0o755)
+    prof = tmp_path / "p.toml"
+    prof.write_text('extends = "gpt-oss-120b-eagle3-trn2"\nname = "p"\n')
+    env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", PYTHONPATH=str(site))
+    r = subprocess.run([sys.executable, "-m", "tui", "--profile", str(prof), "--show-commands", "--run-dir", "RUN"],
+                       capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("# vLLM 0.33.0 (detected from server.command 'vllm')")
+    assert f"{sys.executable} {SCRIPT} \\\n" in r.stdout and "not found here" not in r.stdout
+    assert r.stdout.count("  --dataset-name custom \\") == 2
 
 
 def test_show_commands_version_option_errors():

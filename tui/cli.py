@@ -88,7 +88,7 @@ def _show_commands(profile, args: argparse.Namespace) -> int:
             version = probe_vllm_version(profile, ph, environ)
         except Exception:  # an unprobeable command only means "unknown"
             version = None
-        source = "detected" if version else "unknown"
+        source = ("simulated" if profile.simulated else "detected") if version else "unknown"
     interp = find_server_interpreter(ph.resolve(profile.server.command[0]), server_launch_env(profile, ph, environ))
     python = interp.argv if interp.python else None
     sys.stdout.write(show_commands_text(profile, run_dir, version, source, vllm_python=python))

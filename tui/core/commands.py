@@ -248,10 +248,13 @@ def planned_commands(profile: Profile, run_dir: str = "./specdec-runs/<run>", vl
 def show_commands_text(profile: Profile, run_dir: str = "./specdec-runs/<run>", vllm_version: str | None = None,
                        version_source: str = "unknown", vllm_python: list[str] | None = None) -> str:
     """The commands for `vllm_version`. `version_source`: "detected" (probed from the profile's command),
-    "given" (--vllm-version) or "unknown" (not found: the sonnet form, as on the vLLM Neuron pins)."""
+    "simulated" ([simulation] vllm_version), "given" (--vllm-version) or "unknown" (not found: the sonnet
+    form, as on the vLLM Neuron pins, stated in the output)."""
     pc = planned_commands(profile, run_dir, vllm_version, vllm_python=vllm_python)
     if version_source == "given":
         head = f"# vLLM {vllm_version} (given with --vllm-version)"
+    elif version_source == "simulated" and vllm_version:
+        head = f"# vLLM {vllm_version} (the version the simulator plays: [simulation] vllm_version)"
     elif version_source == "detected" and vllm_version:
         head = f"# vLLM {vllm_version} (detected from server.command {profile.server.command[0]!r})"
     else:

@@ -311,8 +311,14 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
     bench_secs = time.monotonic() - t0
     if rc != 0 and not result_file.exists():
         tail = [ln for ln in stdout_lines[-6:] if ln.strip()]
+        remedy = f"see {step}.bench.log in the run directory"
+        if any("No module named 'pandas'" in ln for ln in tail):
+            python, _ = _vllm_python(ctx)
+            where = python[0] if python else "the interpreter that runs vllm"
+            remedy = (f"`{where} -m pip install pandas` (vLLM's [bench] extra): `--dataset-name custom` reads the "
+                      "JSONL with pandas")
         facts.add("benchmark", f"vllm bench serve exited with code {rc}", "fail",
-                  tail[-1] if tail else "", f"see {step}.bench.log in the run directory")
+                  tail[-1] if tail else "", remedy)
         return
     try:
         res = parse_result_json(result_file)
