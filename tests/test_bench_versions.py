@@ -508,6 +508,9 @@ def test_e2e_demo_on_vllm_0_32_builds_custom_jsonl(tmp_path):
     assert rep["runs"]["baseline"]["dataset_mode"] == rep["runs"]["eagle3"]["dataset_mode"] == "custom-from-sonnet"
     assert rep["runs"]["eagle3"]["acceptance_rate"] is not None
     assert "bench-requests-failed" not in {d["id"] for d in rep["diagnostics"]}
+    assert "Dataset: sonnet (built as custom JSONL: vLLM >= 0.32 has no sonnet dataset)" in (
+        run_dir / "report.md").read_text()
+    assert "dataset_mode" in (run_dir / "summary.csv").read_text().splitlines()[0]
     assert "Traceback" not in r.stderr
 
 

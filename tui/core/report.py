@@ -176,6 +176,9 @@ def render_markdown(rep: dict[str, Any]) -> str:
             w(f"\n**EAGLE3 output throughput speedup: {sp:.2f}x**\n")
         w("\nITL is measured per streamed chunk; under speculative decoding a chunk carries several tokens, "
           "so compare the runs by TPOT and throughput.\n")
+        if any((r or {}).get("dataset_mode") == "custom-from-sonnet" for r in rep["runs"].values()):
+            w("\nDataset: sonnet (built as custom JSONL: vLLM >= 0.32 has no sonnet dataset); the same prompts as "
+              "`--dataset-name sonnet`, sent with `--dataset-name custom --skip-chat-template`.\n")
     w("\n## Diagnostics\n\n")
     if not rep["diagnostics"]:
         w("No issues found.\n")
