@@ -494,12 +494,15 @@ def test_e2e_demo_on_vllm_0_32_builds_custom_jsonl(tmp_path):
     The env step is left out here: until the stand-in lands it reports vLLM >= 0.32 as a failure."""
     prof = write_extends_profile(tmp_path, "0.32.0", free_port())
     run_dir = tmp_path / "run"
+    # No results step: its speedup verdict depends on timing (a loaded machine can make EAGLE3 look slower).
     r = subprocess.run([sys.executable, "-m", "tui", "--profile", str(prof), "--headless", "--steps",
-                        "dataset,baseline,eagle3,results", "--run-dir", str(run_dir)], capture_output=True, text=True,
+                        "dataset,baseline,eagle3", "--run-dir", str(run_dir)], capture_output=True, text=True,
                        cwd=tmp_path, env=cli_env(tmp_path, stub=True), timeout=300, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr[-4000:]
     rows = (run_dir / "sonnet.custom.jsonl").read_text().splitlines()
     assert len(rows) == 6 and json.loads(rows[0])["output_tokens"] == 32
+    assert '"num_prompts": 6' in (run_dir / "sonnet.custom.log").read_text()  # the builder's summary line
+    assert "reused sonnet.custom.jsonl: 6 prompts" in r.stderr  # built once: the eagle3 arm reuses it
     for step in ("baseline", "eagle3"):
         log = (run_dir / f"{step}.bench.log").read_text()
         assert "dataset_name='custom'" in log and "skip_chat_template=True" in log
@@ -538,8 +541,11 @@ def test_e2e_full_demo_on_vllm_0_32_with_stand_in(tmp_path):
     r = subprocess.run([sys.executable, "-m", "tui", "--profile", str(prof), "--headless", "--json", "--run-dir",
                         str(run_dir)], capture_output=True, text=True, cwd=tmp_path, env=cli_env(tmp_path, stub=False),
                        timeout=300, stdin=subprocess.DEVNULL)
-    assert r.returncode == 0, r.stderr[-4000:]
     rep = json.loads(r.stdout)
+    status = {s["id"]: s["status"] for s in rep["steps"]}
+    # Every step but the results verdict (timing: a loaded machine can make EAGLE3 look slower) must pass.
+    assert all(status[s] in ("passed", "warned") for s in ("env", "checkpoints", "dataset", "baseline", "eagle3")), \
+        r.stderr[-4000:]
     assert rep["runs"]["baseline"]["dataset_mode"] == "custom-from-sonnet"
     assert (run_dir / "sonnet.custom.jsonl").is_file()
 

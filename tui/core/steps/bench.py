@@ -102,7 +102,7 @@ def _sha256(path: Path) -> str:
 async def ensure_custom_jsonl(ctx: StepContext, facts: FactRecorder, sonnet_path: str) -> str | None:
     """vLLM >= 0.32: `<run>/sonnet.custom.jsonl`, the sonnet prompts built by tui/tools/sonnet_custom.py in the
     vLLM interpreter (once per run: reused while its inputs are unchanged). None after a failed fact."""
-    from ..probe import run_capture, server_launch_env
+    from ..probe import server_launch_env
 
     step = facts.step
     env_facts = ctx.shared.get("env") or {}
@@ -140,14 +140,25 @@ async def ensure_custom_jsonl(ctx: StepContext, facts: FactRecorder, sonnet_path
     text = format_command(argv)
     ctx.emit(Notice(step, "info", f"vLLM >= 0.32 has no sonnet dataset: building the sonnet prompts as {out.name}"))
     ctx.emit(Data(step, "text", "  $ " + text.replace("\n", "\n    ")))
-    rc, stdout, stderr = await run_capture(argv, server_launch_env(ctx.profile, ctx.ph, ctx.environ), BUILD_TIMEOUT_S,
-                                           cwd=str(ctx.run.path))
+    lines: list[str] = []
+    log = ctx.run.file(CUSTOM_JSONL.replace(".jsonl", ".log"))
+    proc = ManagedProcess(argv, server_launch_env(ctx.profile, ctx.ph, ctx.environ), log,
+                          on_line=lambda line, ts: lines.append(line), cwd=str(ctx.run.path), grace_s=2.0)
     try:
-        ctx.run.file(CUSTOM_JSONL.replace(".jsonl", ".log")).write_text(f"$ {text}\n{stdout}{stderr}")
-    except OSError:
-        pass
+        await proc.start()
+    except (OSError, ValueError) as exc:
+        facts.add("bench dataset", "cannot start the builder", "fail", str(exc), "check server.command in the profile")
+        return None
+    ctx.cleanups.append(proc)
+    waiter = asyncio.ensure_future(proc.wait())
+    done, _ = await asyncio.wait({waiter}, timeout=BUILD_TIMEOUT_S)  # a cancellation: the engine stops it
+    rc = waiter.result() if done else None
+    if not done:
+        waiter.cancel()
+    await proc.stop(grace_s=1)
+    ctx.forget(proc)
     summary: dict | None = None
-    for line in reversed(stdout.splitlines()):
+    for line in reversed(lines):
         if line.startswith("{"):
             try:
                 summary = json.loads(line)
@@ -155,15 +166,16 @@ async def ensure_custom_jsonl(ctx: StepContext, facts: FactRecorder, sonnet_path
                 summary = None
             break
     if rc != 0 or summary is None or not out.is_file():
-        lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
-        detail = lines[-1] if lines else (f"exit status {rc}" if rc is not None else "did not finish")
+        errs = [ln for ln in lines if ln.startswith("sonnet_custom: error:")] or [ln for ln in lines if ln.strip()]
+        detail = errs[-1] if errs else (f"exit status {rc}" if rc is not None
+                                        else f"did not finish within {BUILD_TIMEOUT_S:.0f} s")
         if "transformers is not importable" in detail or "No module named 'transformers'" in detail:
             remedy = f"`{where} -m pip install transformers` (the interpreter that runs vllm)"
         elif "cannot load the tokenizer" in detail:
             remedy = ("make the target's tokenizer loadable there (HF_TOKEN / HF_HUB_OFFLINE with a filled cache, or "
                       "a local models.target directory)")
         else:
-            remedy = "see sonnet.custom.log in the run directory"
+            remedy = f"see {log.name} in the run directory"
         facts.add("bench dataset", "building the custom JSONL failed", "fail", detail, remedy)
         return None
     try:
