@@ -7,8 +7,7 @@ review and every intended difference. Machine-specific paths are written as <cac
 
 Regenerate after an intended change with `SPECDEC_REGEN_GOLDENS=1 python -m pytest
 tests/test_bundled_commands.py`, then review the diff. `compare_to_golden` is the one place that decides
-how blocks are compared: serve and prepare blocks exactly; bench blocks exactly as well for now (they are
-generated with no known vLLM version); if `--show-commands` becomes version-aware, pin the version there.
+how blocks are compared: every block exactly, at the vLLM version PINNED_VERSION gives for the profile.
 """
 
 from __future__ import annotations
@@ -63,6 +62,12 @@ REVIEW = {
 }
 
 
+# The bench's dataset flags depend on the vLLM version: the goldens pin one per profile. The Neuron profiles
+# at 0.29 (what Neuron SDK 2.33 pins: --dataset-name sonnet), the others at 0.32 (no sonnet: the sonnet
+# prompts are built as a custom JSONL, Step 0).
+PINNED_VERSION = {"gpt-oss-120b-eagle3-trn2": "0.29.0", "gpt-oss-120b-stevenabreu7-trn2": "0.29.0"}
+
+
 def show_commands(name: str, tmp_path: Path) -> str:
     """`specdec-tui --profile NAME --show-commands --run-dir RUN` in a subprocess, machine paths normalised."""
     cache = tmp_path / "xdg"
@@ -70,7 +75,9 @@ def show_commands(name: str, tmp_path: Path) -> str:
     empty_bin.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", "PATH")}
     env.update(XDG_CACHE_HOME=str(cache), PATH=str(empty_bin))
-    out = subprocess.run([sys.executable, "-m", "tui", "--profile", name, "--show-commands", "--run-dir", RUN],
+    version = PINNED_VERSION.get(name, "0.32.0")
+    out = subprocess.run([sys.executable, "-m", "tui", "--profile", name, "--show-commands", "--run-dir", RUN,
+                          "--vllm-version", version],
                          capture_output=True, text=True, check=True, env=env, stdin=subprocess.DEVNULL).stdout
     for real, token in ((str(cache / "specdec-tui"), "<cache_dir>"), (str(bundled_data_dir()), "<bundled_data>"),
                         (str(specdec_tools_dir()), "<specdec_tools>")):

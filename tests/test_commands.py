@@ -242,5 +242,7 @@ def test_show_commands_prepare_block_only_with_prepare():
 
     assert "# Checkpoints: prepare" not in show_commands_text(load_profile("gpt-oss-120b-eagle3-trn2"))
     text = show_commands_text(load_profile("cpu"))
-    assert text.startswith("# Checkpoints: prepare the local models")
-    assert "tinymodels.py" in text.split("\n\n")[0]
+    blocks = text.split("\n\n")
+    assert blocks[0].startswith("# vLLM") and "# Dataset:" in blocks[0]  # the version header comes first
+    assert blocks[1].startswith("# Checkpoints: prepare the local models")
+    assert "tinymodels.py" in blocks[1]

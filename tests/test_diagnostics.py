@@ -55,10 +55,15 @@ def test_throughput_rule():
 
 
 def test_failed_requests_rule():
+    # Any failed request is an error (the numbers are not comparable); the bench's exit code plays no part.
     some = dg.failed_requests_rule("baseline", {"failed": 2, "completed": 28})
-    assert ids(some) == ["bench-requests-failed"] and some[0].severity == "warning"
-    allf = dg.failed_requests_rule("baseline", {"failed": 30, "completed": 0})
+    assert ids(some) == ["bench-requests-failed"] and some[0].severity == "error"
+    allf = dg.failed_requests_rule("eagle3", {"failed": 10, "completed": 0,
+                                              "first_error": "ClientConnectorError: Cannot connect to host"})
     assert allf[0].severity == "error"
+    assert allf[0].evidence[:2] == ("0 completed, 10 failed (of 10 requests)",
+                                    "first error: ClientConnectorError: Cannot connect to host")
+    assert "eagle3.serve.log" in allf[0].remedy
     assert dg.failed_requests_rule("baseline", {"failed": 0, "completed": 30}) == []
 
 

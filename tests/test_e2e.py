@@ -212,17 +212,6 @@ def test_missing_vllm_executable_is_a_readable_failure(tmp_path):
     assert "'no-such-vllm-binary' not found on PATH" in r.stderr
 
 
-def test_vllm_without_sonnet_stops_before_launching(tmp_path):
-    prof = demo_variant(tmp_path, "v033", simulation__vllm_version="0.33.0")
-    run_dir = tmp_path / "run"
-    r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--steps", "baseline", "--run-dir", str(run_dir))
-    assert r.returncode == 1 and "Traceback" not in r.stderr
-    rep = load_report(run_dir)
-    d = next(d for d in rep["diagnostics"] if d["id"] == "sonnet-removed-in-vllm")
-    assert any("0.33.0" in ev for ev in d["evidence"])
-    assert not (run_dir / "baseline.serve.log").exists()  # never launched
-
-
 def test_old_vllm_bench_without_spec_block_still_gets_acceptance_from_metrics(tmp_path):
     # vLLM 0.11 (the 0.2.x plugin's pin): bench needs --model, prints no Speculative Decoding block and
     # writes no spec_decode_* keys; the acceptance comes from the /metrics delta.

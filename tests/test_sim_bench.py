@@ -169,13 +169,30 @@ def test_cli_argument_errors(tmp_path):
 
 
 def test_unreachable_server_is_a_clear_error(tmp_path):
+    """Without --model the bench asks /v1/models first: a dead server is a clear error (exit 1)."""
     path = write_verse(tmp_path / "verse.txt")
     port = free_port()
-    r = bench(["--base-url", f"http://127.0.0.1:{port}", "--model", MODEL, "--dataset-name", "sonnet",
+    r = bench(["--base-url", f"http://127.0.0.1:{port}", "--dataset-name", "sonnet",
                "--dataset-path", str(path), "--num-prompts", "2"], sim_env(tmp_path), tmp_path)
     assert r.returncode == 1
     assert f"Error: cannot reach the server at http://127.0.0.1:{port}" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_unreachable_server_with_model_fails_every_request_and_exits_0(tmp_path):
+    """With --model (0.14+) nothing is fetched first: like vLLM 0.32, every request fails, exit 0,
+    `completed: 0` in the result file, the tracebacks under "Failed requests during benchmark run"."""
+    path = write_verse(tmp_path / "verse.txt")
+    port = free_port()
+    r = bench(["--base-url", f"http://127.0.0.1:{port}", "--model", MODEL, "--dataset-name", "sonnet",
+               "--dataset-path", str(path), "--sonnet-input-len", "128", "--num-prompts", "3", "--save-result",
+               "--result-filename", "dead.json"], sim_env(tmp_path), tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    res = parse_result_json(tmp_path / "dead.json")
+    assert (res.completed, res.failed) == (0, 3)
+    assert "Failed requests during benchmark run detected (capping to 10):" in r.stdout
+    assert "Error 0: Traceback (most recent call last):" in r.stdout
+    assert "All requests failed" in r.stderr
 
 
 # --------------------------------------------------------------------------------------------- end to end

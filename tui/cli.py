@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -54,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", metavar="DIR", help="run directory (default ./specdec-runs/<time>-<profile>/)")
     p.add_argument("--json", action="store_true", help="print report.json on stdout (progress goes to stderr)")
     p.add_argument("--show-commands", action="store_true", help="print the exact commands the profile runs, then exit")
+    p.add_argument("--vllm-version", metavar="X.Y.Z",
+                   help="with --show-commands: show the commands for this vLLM version instead of the detected one")
     p.add_argument("--list-profiles", action="store_true", help="list the bundled profiles, then exit")
     p.add_argument("--verbose", "-v", action="store_true", help="headless: also stream the raw server log")
     p.add_argument("--version", action="store_true", help="print the version, then exit")
@@ -73,6 +76,33 @@ def _version_text() -> str:
     except Exception:
         tv = "not installed"
     return f"specdec-tui {__version__} (Textual {tv}, Python {sys.version.split()[0]})"
+
+
+_VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?([.+-]?[0-9A-Za-z.+-]*)?$")
+
+
+def _show_commands(profile, args: argparse.Namespace) -> int:
+    """--show-commands: the commands for the given (--vllm-version), detected or unknown vLLM version."""
+    from .core.commands import Placeholders, show_commands_text
+    from .core.probe import find_server_interpreter, probe_vllm_version, server_launch_env
+
+    run_dir = args.run_dir or "./specdec-runs/<run>"
+    ph = Placeholders(run_dir=run_dir)
+    environ = dict(os.environ)
+    if args.vllm_version:
+        if not _VERSION_RE.match(args.vllm_version):
+            return _fail_usage(f"--vllm-version {args.vllm_version!r} is not a version; give it as X.Y.Z (e.g. 0.32.0).")
+        version, source = args.vllm_version, "given"
+    else:
+        try:
+            version = probe_vllm_version(profile, ph, environ)
+        except Exception:  # an unprobeable command only means "unknown"
+            version = None
+        source = ("simulated" if profile.simulated else "detected") if version else "unknown"
+    interp = find_server_interpreter(ph.resolve(profile.server.command[0]), server_launch_env(profile, ph, environ))
+    python = interp.argv if interp.python else None
+    sys.stdout.write(redact(show_commands_text(profile, run_dir, version, source, vllm_python=python)))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,11 +171,9 @@ def _main(argv: list[str] | None) -> int:
     if args.show_commands:
         if profile is None:
             return _fail_usage("--show-commands needs a profile: pass --profile NAME|PATH or --demo.")
-        from .core.commands import show_commands_text
-
-        run_dir = args.run_dir or "./specdec-runs/<run>"
-        sys.stdout.write(redact(show_commands_text(profile, run_dir)))
-        return 0
+        return _show_commands(profile, args)
+    if args.vllm_version:
+        return _fail_usage("--vllm-version only applies to --show-commands.")
 
     if args.run_dir is not None:
         if not args.run_dir.strip():

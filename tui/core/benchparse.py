@@ -5,6 +5,8 @@
   `queue_times`), 0.33 (more keys), NaN values, `request_rate: "inf"`, `--append-result` files
   (one object per line: the last one wins) and indented re-dumps (`vllm bench sweep`).
 - `parse_stdout_blocks(text)`: the "Serving Benchmark Result" and "Speculative Decoding" blocks.
+- `first_request_error(text)`: the first failed request's error as bench printed it ("Error 0: ..."),
+  a traceback reduced to its final exception line.
 - `TqdmProgressParser`: tqdm's `\\r`-separated progress updates on the bench's stderr.
 
 Units: latency stats in ms (as vLLM writes them); spec acceptance rates in PERCENT (vLLM's JSON
@@ -24,7 +26,7 @@ from typing import Any
 from .metrics import SpecStats
 
 __all__ = ["BenchParseError", "LatencyStats", "BenchResult", "parse_result_json", "parse_stdout_blocks",
-           "Progress", "TqdmProgressParser", "LATENCY_METRICS"]
+           "first_request_error", "Progress", "TqdmProgressParser", "LATENCY_METRICS"]
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
 
@@ -322,6 +324,49 @@ def parse_stdout_blocks(text: str) -> dict[str, Any]:
             continue
         out[section][_canonical_label(m.group("label"))] = v
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# failed requests
+
+_FAILED_HEADER = "Failed requests during benchmark run detected"
+_ERROR_N = re.compile(r"^Error (?P<n>\d+): ?(?P<text>.*)$")
+_TB_NOISE = ("Traceback (most recent call last):", "The above exception was the direct cause",
+             "During handling of the above exception")
+
+
+def first_request_error(text: str) -> str | None:
+    """The first error `vllm bench serve` printed under "Failed requests during benchmark run detected
+    (capping to 10):". vLLM records `response.reason` ("Not Found") or, for an exception, the whole
+    formatted traceback: that is reduced to its last exception line (e.g. `aiohttp.client_exceptions.
+    ClientConnectorError: Cannot connect to host 127.0.0.1:8000 ...`). None when nothing failed."""
+    lines = [ln.rsplit("\r", 1)[-1] for ln in text.replace("\r\n", "\n").split("\n")]
+    try:
+        start = next(i for i, ln in enumerate(lines) if ln.startswith(_FAILED_HEADER))
+    except StopIteration:
+        return None
+    block: list[str] = []
+    for ln in lines[start + 1:]:
+        m = _ERROR_N.match(ln)
+        if m:
+            if block:
+                break  # the next error
+            block.append(m.group("text"))
+            continue
+        if not block:
+            continue
+        if _SERVING_START.search(ln) or ln.startswith("tip: "):
+            break
+        block.append(ln)
+    if not block:
+        return None
+    if not block[0].startswith("Traceback"):
+        return block[0].strip() or None
+    for ln in reversed(block):
+        s = ln.strip()
+        if s and not ln[:1].isspace() and not s.startswith(_TB_NOISE):
+            return s
+    return block[0].strip()
 
 
 # ---------------------------------------------------------------------------------------------

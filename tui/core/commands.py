@@ -187,21 +187,67 @@ def _version_tuple(v: str | None) -> tuple[int, ...] | None:
     return tuple(parts) if parts else None
 
 
+SONNET_REMOVED_IN = (0, 32)  # `vllm bench serve --dataset-name sonnet` exists only before 0.32
+CUSTOM_JSONL = "sonnet.custom.jsonl"  # the run's sonnet prompts as a custom dataset (vLLM >= 0.32)
+DATASET_MODE_LABELS = {
+    "sonnet": "sonnet (--dataset-name sonnet)",
+    "custom-from-sonnet": "sonnet (built as custom JSONL: vLLM >= 0.32 has no sonnet dataset)",
+}
+
+
+def dataset_mode(vllm_version: str | None) -> str:
+    """"sonnet" where the bench has `--dataset-name sonnet` (< 0.32, and an unknown version: the vLLM that
+    Neuron SDK 2.33 pins, 0.29, has it), else "custom-from-sonnet"."""
+    vt = _version_tuple(vllm_version)
+    return "custom-from-sonnet" if vt is not None and vt >= SONNET_REMOVED_IN else "sonnet"
+
+
+def sonnet_custom_argv(profile: Profile, python_argv: list[str], tools_dir: str, sonnet_path: str, out_path: str,
+                       ph: Placeholders | None = None) -> list[str]:
+    """The builder of the custom JSONL (tui/tools/sonnet_custom.py), run in the vLLM interpreter: vLLM's own
+    SonnetDataset sampling with the target's tokenizer, seed 0 and prefix 200 like the bench's defaults."""
+    ph = ph or Placeholders()
+    b = profile.benchmark
+    return list(python_argv) + [str(Path(tools_dir) / "sonnet_custom.py"),
+                                "--sonnet", sonnet_path,
+                                "--tokenizer", target_model(profile, ph),
+                                "--input-len", str(b.input_len),
+                                "--output-len", str(b.output_len),
+                                "--prefix-len", "200",
+                                "--num-prompts", str(b.num_prompts),
+                                "--seed", "0",
+                                "--out", out_path]
+
+
 def bench_argv(profile: Profile, result_filename: str, dataset_path: str,
                vllm_version: str | None = None, ph: Placeholders | None = None) -> list[str]:
     """`vllm bench serve` argv. Version-aware additions (intended differences from the tutorial):
     always `--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99`; on vLLM ≥ 0.15,
     `--temperature 0` (the tutorial means greedy; 0.15+ no longer forces it). `--model` is always
-    passed (the tutorial does, and < 0.14 requires it)."""
+    passed (the tutorial does, and < 0.14 requires it).
+
+    On vLLM ≥ 0.32 (no sonnet dataset) `dataset_path` is the custom JSONL of the sonnet prompts
+    (sonnet_custom_argv) and the dataset flags are `--dataset-name custom --dataset-path JSONL
+    --custom-output-len N --skip-chat-template --disable-shuffle`: the prompts are already
+    chat-formatted, exactly as sonnet sends them to /v1/completions, and kept in sonnet's order
+    (custom shuffles by default)."""
     ph = ph or Placeholders()
     b = profile.benchmark
+    if dataset_mode(vllm_version) == "custom-from-sonnet":
+        dataset = ["--dataset-name", "custom",
+                   "--dataset-path", dataset_path,
+                   "--custom-output-len", str(b.output_len),
+                   "--skip-chat-template",
+                   "--disable-shuffle"]
+    else:
+        dataset = ["--dataset-name", profile.dataset.name,
+                   "--dataset-path", dataset_path,
+                   "--sonnet-input-len", str(b.input_len),
+                   "--sonnet-output-len", str(b.output_len)]
     argv = server_prefix(profile, ph) + ["bench", "serve",
                                          "--base-url", base_url(profile),
                                          "--model", target_model(profile, ph),
-                                         "--dataset-name", profile.dataset.name,
-                                         "--dataset-path", dataset_path,
-                                         "--sonnet-input-len", str(b.input_len),
-                                         "--sonnet-output-len", str(b.output_len),
+                                         *dataset,
                                          "--num-prompts", str(b.num_prompts),
                                          "--max-concurrency", str(b.max_concurrency),
                                          "--save-result",
@@ -254,12 +300,26 @@ class PlannedCommands:
     eagle3_bench: list[str]
     env: dict[str, str]
     prepare: list[str] = field(default_factory=list)
+    dataset_mode: str = "sonnet"
+    build_custom: list[str] | None = None  # vLLM >= 0.32: the custom JSONL builder, run once per run
+
+
+def tools_dir() -> str:
+    """tui/tools/ of the installed app (sonnet_custom.py, tinymodels.py)."""
+    return str(specdec_tools_dir())
 
 
 def planned_commands(profile: Profile, run_dir: str = "./specdec-runs/<run>", vllm_version: str | None = None,
-                     ph: Placeholders | None = None) -> PlannedCommands:
+                     ph: Placeholders | None = None, vllm_python: list[str] | None = None) -> PlannedCommands:
     ph = ph or Placeholders(run_dir=run_dir)
-    dataset = ph.resolve(profile.dataset.path) if profile.dataset.path else f"{run_dir}/sonnet.txt"
+    sonnet = ph.resolve(profile.dataset.path) if profile.dataset.path else f"{run_dir}/sonnet.txt"
+    mode = dataset_mode(vllm_version)
+    build = None
+    dataset = sonnet
+    if mode == "custom-from-sonnet":
+        dataset = f"{run_dir}/{CUSTOM_JSONL}"
+        py = vllm_python or ([ph.vllm_python] if ph.vllm_python else ["{vllm_python}"])
+        build = sonnet_custom_argv(profile, py, tools_dir(), sonnet, dataset, ph)
     return PlannedCommands(
         prepare=prepare_argv(profile, ph),
         baseline_serve=serve_argv(profile, False, ph),
@@ -267,6 +327,8 @@ def planned_commands(profile: Profile, run_dir: str = "./specdec-runs/<run>", vl
         baseline_bench=bench_argv(profile, f"{run_dir}/baseline.json", dataset, vllm_version, ph),
         eagle3_bench=bench_argv(profile, f"{run_dir}/eagle3.json", dataset, vllm_version, ph),
         env=serve_env(profile, ph),
+        dataset_mode=mode,
+        build_custom=build,
     )
 
 
@@ -281,13 +343,33 @@ def _show_placeholders(profile: Profile, run_dir: str) -> Placeholders:
     return ph
 
 
-def show_commands_text(profile: Profile, run_dir: str = "./specdec-runs/<run>") -> str:
-    ph = _show_placeholders(profile, run_dir) if profile.models.prepare else None
-    pc = planned_commands(profile, run_dir, ph=ph)
-    parts: list[str] = []
+def show_commands_text(profile: Profile, run_dir: str = "./specdec-runs/<run>", vllm_version: str | None = None,
+                       version_source: str = "unknown", vllm_python: list[str] | None = None) -> str:
+    """The commands for `vllm_version`. `version_source`: "detected" (probed from the profile's command),
+    "simulated" ([simulation] vllm_version), "given" (--vllm-version) or "unknown" (not found: the sonnet
+    form, as on the vLLM Neuron pins, stated in the output)."""
+    ph = _show_placeholders(profile, run_dir) if (profile.models.prepare or vllm_python is None) else None
+    if ph is not None and vllm_python is None and ph.vllm_python != "{vllm_python}":
+        vllm_python = [ph.vllm_python]
+    pc = planned_commands(profile, run_dir, vllm_version, ph=ph, vllm_python=vllm_python)
+    if version_source == "given":
+        head = f"# vLLM {vllm_version} (given with --vllm-version)"
+    elif version_source == "simulated" and vllm_version:
+        head = f"# vLLM {vllm_version} (the version the simulator plays: [simulation] vllm_version)"
+    elif version_source == "detected" and vllm_version:
+        head = f"# vLLM {vllm_version} (detected from server.command {profile.server.command[0]!r})"
+    else:
+        head = ("# vLLM version unknown (server.command's vllm could not be probed): assuming < 0.32, which has "
+                "--dataset-name sonnet (pass --vllm-version X.Y.Z for another version)")
+    parts = [head, f"# Dataset: {DATASET_MODE_LABELS[pc.dataset_mode]}", ""]
     if pc.prepare:
         parts += ["# Checkpoints: prepare the local models (runs only when a model directory is missing)",
                   format_command(pc.prepare), ""]
+    if pc.build_custom is not None:
+        parts += ["# Step 0: build the sonnet prompts as a custom JSONL (once per run; both benchmarks use it)"]
+        if not vllm_python:
+            parts.append("# {vllm_python}: the Python that runs `vllm` (not found here)")
+        parts += [format_command(pc.build_custom), ""]
     parts += [
         "# Step 1: baseline server",
         format_command(pc.baseline_serve, pc.env),

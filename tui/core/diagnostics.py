@@ -97,9 +97,11 @@ CATALOG: dict[str, Entry] = {
         "vllm-neuron pins (0.21–0.24), or convert sonnet.txt with vllm.benchmarks.datasets.create_txt_slices_dataset "
         "and use --dataset-name custom (different prompts, so not comparable with the tutorial)."),
     "bench-requests-failed": Entry(
-        "warning", "Some benchmark requests failed",
-        "Read the bench output ({name}.bench.log) and the server log around the failures; failed requests make "
-        "the throughput figures unreliable."),
+        "error", "Benchmark requests failed",
+        "`vllm bench serve` exits 0 even when requests fail, so the run is judged by its result file. Read the "
+        "server log ({name}.serve.log in the run directory) around the failures (did the server die or reject "
+        "the requests?) and the bench output ({name}.bench.log); fix the cause and rerun: throughput figures with failed "
+        "requests are not comparable."),
     "acceptance-stats-disagree": Entry(
         "warning", "Bench and /metrics acceptance figures disagree",
         "Other traffic reached the server during the run, or the counters reset. Re-run with no other clients; "
@@ -236,15 +238,20 @@ def throughput_rule(step: str, baseline: dict[str, Any] | None, eagle3: dict[str
 
 
 def failed_requests_rule(step: str, bench: dict[str, Any] | None) -> list[Diagnosis]:
+    """`bench-requests-failed` (an error: the step fails) from the result file's counts, never from the bench's
+    exit code (vLLM 0.32 exits 0 when every request failed). `bench` holds completed, failed and optionally
+    first_error (the first `Error 0: ...` the bench printed); the remedy names <step>.serve.log."""
     if not bench:
         return []
     failed = bench.get("failed") or 0
     completed = bench.get("completed") or 0
     if failed <= 0:
         return []
-    sev: Severity = "error" if completed == 0 else "warning"
-    ev = [f"{failed} of {failed + completed} requests failed"] + [str(x) for x in bench.get("errors", [])[:3]]
-    return [make("bench-requests-failed", step, ev, severity=sev, name=step)]
+    ev = [f"{completed} completed, {failed} failed (of {failed + completed} requests)"]
+    if bench.get("first_error"):
+        ev.append(f"first error: {bench['first_error']}")
+    ev += [str(x) for x in bench.get("errors", [])[:3]]
+    return [make("bench-requests-failed", step, ev, name=step)]
 
 
 def agreement_rule(step: str, bench_rate: float | None, metrics_rate: float | None,

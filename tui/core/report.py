@@ -7,6 +7,7 @@ report.json keys (documented in the README):
   runs.baseline / runs.eagle3
                     output_throughput, request_throughput, total_token_throughput, duration_s,
                     completed, failed, num_prompts, mean/median/p99 _ttft_ms/_tpot_ms/_itl_ms/_e2el_ms,
+                    dataset_mode ("sonnet" | "custom-from-sonnet": vLLM >= 0.32, sonnet prompts as custom JSONL),
                     eagle3 also: acceptance_rate (percent), acceptance_length,
                     per_position_acceptance (percent per draft position), acceptance_source
   comparison        output_throughput_speedup, median_tpot_ratio, median_ttft_ratio (eagle3 / baseline)
@@ -40,6 +41,7 @@ RUN_KEYS = (
     "mean_itl_ms", "median_itl_ms", "p99_itl_ms",
     "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms",
     "p90_ttft_ms", "p90_tpot_ms", "p90_itl_ms", "p90_e2el_ms",
+    "dataset_mode",
 )
 SPEC_KEYS = ("acceptance_rate", "acceptance_length", "per_position_acceptance", "acceptance_source")
 
@@ -323,6 +325,9 @@ def render_markdown(rep: dict[str, Any]) -> str:
             w(f"\n**EAGLE3 output throughput speedup: {sp:.2f}x**\n")
         w("\nITL is measured per streamed chunk; under speculative decoding a chunk carries several tokens, "
           "so compare the runs by TPOT and throughput.\n")
+        if any((r or {}).get("dataset_mode") == "custom-from-sonnet" for r in rep["runs"].values()):
+            w("\nDataset: sonnet (built as custom JSONL: vLLM >= 0.32 has no sonnet dataset); the same prompts as "
+              "`--dataset-name sonnet`, sent with `--dataset-name custom --skip-chat-template`.\n")
     w("\n## Diagnostics\n\n")
     if not rep["diagnostics"]:
         w("No issues found.\n")

@@ -1,4 +1,4 @@
-"""`python -m tui.sim bench serve [flags]`: a stand-in for `vllm bench serve` (openai backend, sonnet).
+"""`python -m tui.sim bench serve [flags]`: a stand-in for `vllm bench serve` (openai backend; sonnet, custom).
 
 It is a real client: it builds SonnetDataset-style prompts (approximate tokenizer, stand-in chat
 template), sends streaming `/v1/completions` requests with httpx under `--max-concurrency`, parses
@@ -11,10 +11,17 @@ Version behaviour follows SPECDEC_SIM["vllm_version"] (default 0.24.0):
 - < 0.15: `temperature: 0.0` forced in every request; 0.15+: WARNING unless --temperature.
 - >= 0.14: the JSON uses the 0.31+ key set (`latencies`, `queue_times`, `rtfx`) as the TUI expects.
 - >= 0.22: usage.prompt_tokens overrides the prompt length; /metrics parser keeps `_total` only.
-- >= 0.32: `--dataset-name sonnet` is rejected like argparse does.
+- 0.29 - 0.31: sonnet prints the DeprecationWarning of vLLM's @deprecated SonnetDataset on stderr.
+- >= 0.32: no sonnet (argparse rejects `--dataset-name sonnet` with 0.32's choices, `--sonnet-*` are
+  unknown flags); `--dataset-name custom` reads a JSONL as vLLM's CustomDataset does (`prompt`, optional
+  `output_tokens`, shuffled with --seed unless --disable-shuffle, chat template unless
+  --skip-chat-template, --custom-output-len (default 256; -1 = the file's output_tokens), oversampled to
+  --num-prompts unless --no-oversample).
 
-Differences from vLLM: no real tokenizer (tui.sim.tokens), unreachable server is a clear error
-(exit 1) instead of a run where every request fails.
+With `--model` given (0.14+) the server is not contacted before the run: against a dead server every
+request fails, the bench exits 0 and its result file says `completed: 0` (what vLLM 0.32 does).
+Differences from vLLM: no real tokenizer (tui.sim.tokens); without --model, or before 0.14, an
+unreachable server is a clear error (exit 1).
 """
 
 from __future__ import annotations
@@ -27,8 +34,9 @@ import os
 import random
 import sys
 import time
+import traceback
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -43,6 +51,11 @@ BASE_PROMPT = "Pick as many lines as you can from these poem lines:\n"
 TEMPERATURE_WARNING = ("WARNING: vllm bench serve no longer sets temperature==0 (greedy) in requests by default. "
                        "The default will be determined on the server side and can be model/API specific. "
                        "For the old behavior, include --temperature=0.")
+# vLLM 0.32's `--dataset-name` choices (sonnet is gone).
+DATASET_CHOICES_032 = ["sharegpt", "burstgpt", "random", "random-mm", "random-rerank", "hf", "custom", "custom_audio",
+                       "custom_image", "prefix_repetition", "spec_bench", "speed_bench", "timed_trace"]
+SONNET_DEPRECATION = ("vllm/benchmarks/datasets/datasets.py:2293: DeprecationWarning: SonnetDataset is deprecated and "
+                      "will be removed in a future version.\n  dataset = SonnetDataset(dataset_path=args.dataset_path)")
 METRIC_NAMES = {
     "ttft": ("TTFT", "Time to First Token"),
     "tpot": ("TPOT", "Time per Output Token (excl. 1st token)"),
@@ -84,12 +97,21 @@ def build_parser(vt: tuple[int, ...]) -> argparse.ArgumentParser:
     p.add_argument("--served-model-name", default=None)
     p.add_argument("--tokenizer", default=None)
     p.add_argument("--trust-remote-code", action="store_true")
-    datasets = ["random", "custom"] if vt >= (0, 32) else ["sonnet"]
-    p.add_argument("--dataset-name", default="sonnet" if vt < (0, 32) else "random", choices=datasets)
-    p.add_argument("--dataset-path", default=None)
-    p.add_argument("--sonnet-input-len", type=int, default=550)
-    p.add_argument("--sonnet-output-len", type=int, default=150)
-    p.add_argument("--sonnet-prefix-len", type=int, default=200)
+    if vt >= (0, 32):
+        p.add_argument("--dataset-name", type=str, default="random", choices=DATASET_CHOICES_032)
+        p.add_argument("--dataset-path", type=str, default=None)
+        p.add_argument("--no-oversample", action="store_true")
+        p.add_argument("--skip-chat-template", action="store_true")
+        p.add_argument("--disable-shuffle", action="store_true")
+        p.add_argument("--custom-output-len", type=int, default=256)
+        p.add_argument("--input-len", type=int, default=None)
+        p.add_argument("--output-len", type=int, default=None)
+    else:
+        p.add_argument("--dataset-name", default="sonnet", choices=["sonnet"])
+        p.add_argument("--dataset-path", default=None)
+        p.add_argument("--sonnet-input-len", type=int, default=550)
+        p.add_argument("--sonnet-output-len", type=int, default=150)
+        p.add_argument("--sonnet-prefix-len", type=int, default=200)
     p.add_argument("--num-prompts", type=int, default=1000)
     p.add_argument("--max-concurrency", type=int, default=None)
     p.add_argument("--request-rate", type=float, default=float("inf"))
@@ -161,6 +183,62 @@ def sample_sonnet(path: str, num_requests: int, input_len: int, output_len: int,
         plen = count_tokens(prompt)
         if plen <= input_len:
             out.append(SampleRequest(prompt, plen, output_len, f"{request_id_prefix}{len(out)}"))
+    return out
+
+
+def sample_custom(path: str | None, num_requests: int, output_len: int | None, skip_chat_template: bool, seed: int,
+                  disable_shuffle: bool, no_oversample: bool, request_id_prefix: str) -> list[SampleRequest]:
+    """vLLM's CustomDataset (load_data + sample + maybe_oversample_requests) for a JSONL of {"prompt", ...}."""
+    if path is None:
+        raise BenchError("dataset_path must be provided for loading data.")
+    if not path.endswith(".jsonl"):
+        raise BenchError("Only JSONL format is supported for CustomDataset.")
+    rows: list[dict[str, Any]] = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    raise BenchError(f"{path}: line {n} is not JSON (pandas.read_json: Expected object or value)") from None
+                rows.append(row if isinstance(row, dict) else {})
+    except OSError as exc:
+        raise BenchError(f"cannot read --dataset-path {path}: {exc.strerror or exc}") from None
+    if not any("prompt" in r for r in rows):
+        raise BenchError("JSONL file must contain a 'prompt' column.")
+    rng = random.Random(seed)  # vLLM: random.seed(self.random_seed); random.shuffle(self.data)
+    if not disable_shuffle:
+        rng.shuffle(rows)
+    if num_requests <= 0:
+        num_requests = len(rows)
+    out: list[SampleRequest] = []
+    for i, item in enumerate(rows):
+        if len(out) >= num_requests:
+            break
+        prompt = str(item.get("prompt", ""))
+        if output_len is None or output_len == -1:
+            if "output_tokens" not in item:
+                raise BenchError("If no output length is provided the custom dataset must contain an 'output_tokens' "
+                                 "field.")
+            try:
+                new_output_len = int(item["output_tokens"])
+            except (TypeError, ValueError):
+                raise BenchError(f"Invalid value for 'output_tokens' in custom dataset: '{item['output_tokens']}'. "
+                                 "Must be an integer.") from None
+        else:
+            new_output_len = output_len
+        if not skip_chat_template:
+            prompt = chat_template(prompt)
+        out.append(SampleRequest(prompt, count_tokens(prompt), new_output_len, request_id_prefix + str(i)))
+    if not no_oversample and out and len(out) < num_requests:
+        rng = random.Random(seed)
+        have = len(out)
+        out.extend(replace(rng.choice(out[:have]), request_id=request_id_prefix + str(have + i))
+                   for i in range(num_requests - have))
+        _out(f"INFO {datetime.now().strftime('%m-%d %H:%M:%S')} [datasets.py:324] Oversampled requests to reach "
+             f"{num_requests} total samples.")
     return out
 
 
@@ -245,7 +323,7 @@ async def request_completion(client: httpx.AsyncClient, api_url: str, payload: d
                          "This response will be marked as failed!")
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, like vLLM's client
         out.success = False
-        out.error = f"{type(exc).__name__}: {exc}"
+        out.error = "".join(traceback.format_exception(exc))  # vLLM keeps the whole formatted traceback
     return out
 
 
@@ -540,8 +618,12 @@ def _arrival_delays(n: int, rate: float, burstiness: float, seed: int) -> list[f
     return [rng.gammavariate(burstiness, theta) for _ in range(n)]
 
 
-async def _resolve_model(client: httpx.AsyncClient, base_url: str, args: argparse.Namespace) -> tuple[str, str]:
-    """(model_id, model_name). Also the reachability check: a connection error is fatal."""
+async def _resolve_model(client: httpx.AsyncClient, base_url: str, args: argparse.Namespace,
+                         vt: tuple[int, ...]) -> tuple[str, str]:
+    """(model_id, model_name). Without --model, or before 0.14, also the reachability check: a connection error
+    is fatal. With --model on 0.14+ nothing is fetched (like vLLM): a dead server fails every request."""
+    if args.model is not None and vt >= (0, 14):
+        return args.model, args.served_model_name or args.model
     try:
         resp = await client.get(base_url + "/v1/models")
     except httpx.HTTPError as exc:
@@ -566,8 +648,12 @@ async def run(args: argparse.Namespace, cfg: dict[str, Any], vt: tuple[int, ...]
     api_url = base_url + args.endpoint
     if not args.endpoint.endswith("completions"):
         raise BenchError("OpenAI Completions API URL must end with 'completions'.")
-    if not args.dataset_path:
+    if args.dataset_name == "sonnet" and not args.dataset_path:
         raise BenchError("--dataset-path is required for the sonnet dataset")
+    if args.dataset_name not in ("sonnet", "custom"):
+        raise BenchError(f"the simulator implements the sonnet (< 0.32) and custom datasets, not {args.dataset_name!r}")
+    if vt >= (0, 32) and args.output_len is not None:
+        args.custom_output_len = args.output_len  # vLLM maps the general --output-len onto each dataset
     metadata = _metadata(args.metadata)
     _selected_metrics(args)  # validate before the run
     time_scale = float(cfg.get("time_scale", 1.0) or 1.0)
@@ -576,11 +662,20 @@ async def run(args: argparse.Namespace, cfg: dict[str, Any], vt: tuple[int, ...]
     limits = httpx.Limits(max_connections=max_conn, max_keepalive_connections=max_conn)
     timeout = httpx.Timeout(6 * 3600, connect=10.0)
     async with httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False) as client:
-        model_id, model_name = await _resolve_model(client, base_url, args)
+        model_id, model_name = await _resolve_model(client, base_url, args, vt)
         tokenizer_id = args.tokenizer or model_id
         prefix = args.request_id_prefix if args.request_id_prefix is not None else f"bench-{uuid.uuid4().hex[:8]}-"
-        requests = sample_sonnet(args.dataset_path, args.num_prompts, args.sonnet_input_len,
-                                 args.sonnet_output_len, args.sonnet_prefix_len, args.seed, prefix, vt)
+        if args.dataset_name == "custom":
+            requests = sample_custom(args.dataset_path, args.num_prompts, args.custom_output_len,
+                                     args.skip_chat_template, args.seed, args.disable_shuffle, args.no_oversample,
+                                     prefix)
+        else:
+            if (0, 29) <= vt < (0, 32):
+                print(SONNET_DEPRECATION, file=sys.stderr, flush=True)
+            requests = sample_sonnet(args.dataset_path, args.num_prompts, args.sonnet_input_len,
+                                     args.sonnet_output_len, args.sonnet_prefix_len, args.seed, prefix, vt)
+        if not requests:
+            raise BenchError(f"no requests sampled from {args.dataset_path}")
 
         headers_base: dict[str, str] = {}
         api_key = os.environ.get("OPENAI_API_KEY")

@@ -4,11 +4,20 @@ Version-aware argv (commands.bench_argv), live progress from bench's tqdm bar, t
 untouched as `<run>/baseline.json` / `<run>/eagle3.json` (the tutorial's file names), acceptance from a
 /metrics scrape right before and right after the run (vLLM's delta method, every vLLM version), and a
 cross-check against bench's own Speculative Decoding block where it printed one.
+
+Dataset (prepare_bench_dataset, before the server launches): vLLM < 0.32 benchmarks sonnet.txt with
+`--dataset-name sonnet`; vLLM >= 0.32 has no sonnet dataset, so the same prompts (vLLM's SonnetDataset
+sampling, the target's tokenizer) are built once per run into `<run>/sonnet.custom.jsonl` by
+tui/tools/sonnet_custom.py running in the vLLM interpreter, and the bench runs `--dataset-name custom`.
+The run is judged by the result file, never by the bench's exit code (vLLM 0.32 exits 0 when every
+request failed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -17,9 +26,11 @@ import httpx
 
 from .. import diagnostics as dg
 from .. import metrics as mx
-from ..benchparse import BenchParseError, BenchResult, TqdmProgressParser, parse_result_json, parse_stdout_blocks
-from ..commands import _version_tuple, bench_argv, format_command
-from ..events import Data, Notice, Progress
+from ..benchparse import (BenchParseError, BenchResult, TqdmProgressParser, first_request_error, parse_result_json,
+                          parse_stdout_blocks)
+from ..commands import (CUSTOM_JSONL, DATASET_MODE_LABELS, bench_argv, dataset_mode, format_command,
+                        sonnet_custom_argv, tools_dir)
+from ..events import Artifact, Data, Notice, Progress
 from ..supervisor import ManagedProcess
 from .base import FactRecorder, StepContext
 
@@ -42,9 +53,11 @@ async def vllm_version(ctx: StepContext) -> str | None:
         return None
 
 
+BUILD_TIMEOUT_S = 600.0  # loading a hub tokenizer and tokenizing a few hundred prompts
+
+
 def sonnet_removed(version: str | None) -> bool:
-    vt = _version_tuple(version)
-    return vt is not None and vt >= (0, 32)
+    return dataset_mode(version) == "custom-from-sonnet"
 
 
 async def ensure_dataset(ctx: StepContext, facts: FactRecorder) -> str | None:
@@ -61,6 +74,137 @@ async def ensure_dataset(ctx: StepContext, facts: FactRecorder) -> str | None:
         return str(res.facts["path"])
     facts.add("dataset", "unavailable", "fail", res.summary, "run the dataset step (--steps dataset) first")
     return None
+
+
+def _vllm_python(ctx: StepContext) -> tuple[list[str] | None, str]:
+    """(argv prefix of the interpreter that owns the profile's `vllm`, error): the env step's finding, else
+    a fresh look at server.command[0]."""
+    from ..probe import find_server_interpreter, server_launch_env
+
+    env = ctx.shared.get("env") or {}
+    if env.get("vllm_python"):
+        return [str(env["vllm_python"])], ""
+    cmd0 = ctx.ph.resolve(ctx.profile.server.command[0])
+    interp = find_server_interpreter(cmd0, server_launch_env(ctx.profile, ctx.ph, ctx.environ))
+    if not interp.python:
+        return None, interp.error or f"cannot tell which Python runs {cmd0}"
+    return interp.argv, ""
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+async def ensure_custom_jsonl(ctx: StepContext, facts: FactRecorder, sonnet_path: str) -> str | None:
+    """vLLM >= 0.32: `<run>/sonnet.custom.jsonl`, the sonnet prompts built by tui/tools/sonnet_custom.py in the
+    vLLM interpreter (once per run: reused while its inputs are unchanged). None after a failed fact."""
+    from ..probe import server_launch_env
+
+    step = facts.step
+    env_facts = ctx.shared.get("env") or {}
+    python, err = _vllm_python(ctx)
+    where = python[0] if python else "the interpreter that runs vllm"
+    if python is None:
+        facts.add("bench dataset", "no vLLM interpreter", "fail", err,
+                  "check server.command: the custom JSONL is built with the Python that runs vllm")
+        return None
+    for pkg, key, why in (("pandas", "bench_has_pandas", "`vllm bench serve --dataset-name custom` reads the JSONL "
+                           "with pandas (vLLM's [bench] extra)"),
+                          ("transformers", "bench_has_transformers", "the sonnet prompts are built with the "
+                           "target's tokenizer")):
+        if env_facts.get(key) is False:
+            facts.add(pkg, f"not installed in {where}", "fail", why,
+                      f"`{where} -m pip install {pkg}` (or `pip install 'vllm[bench]'` in that environment)")
+            return None
+    out = ctx.run.file(CUSTOM_JSONL)
+    meta_file = ctx.run.file(CUSTOM_JSONL + ".meta.json")
+    argv = sonnet_custom_argv(ctx.profile, python, tools_dir(), sonnet_path, str(out), ctx.ph)
+    sonnet_sha = (ctx.shared.get("dataset") or {}).get("sha256") or await asyncio.to_thread(_sha256, Path(sonnet_path))
+    key = {"argv": argv[len(python):], "python": python, "sonnet_sha256": sonnet_sha}
+    label = DATASET_MODE_LABELS["custom-from-sonnet"]
+    if out.is_file() and meta_file.is_file():
+        try:
+            meta = json.loads(meta_file.read_text())
+        except (OSError, ValueError):
+            meta = {}
+        if meta.get("key") == key and isinstance(meta.get("summary"), dict):
+            sm = meta["summary"]
+            facts.add("bench dataset", label, "pass",
+                      f"reused {out.name}: {sm.get('num_prompts')} prompts, mean {sm.get('mean_prompt_tokens')} tokens")
+            ctx.emit(Artifact(step, out.name, str(out)))
+            return str(out)
+    text = format_command(argv)
+    ctx.emit(Notice(step, "info", f"vLLM >= 0.32 has no sonnet dataset: building the sonnet prompts as {out.name}"))
+    ctx.emit(Data(step, "text", "  $ " + text.replace("\n", "\n    ")))
+    lines: list[str] = []
+    log = ctx.run.file(CUSTOM_JSONL.replace(".jsonl", ".log"))
+    proc = ManagedProcess(argv, server_launch_env(ctx.profile, ctx.ph, ctx.environ), log,
+                          on_line=lambda line, ts: lines.append(line), cwd=str(ctx.run.path), grace_s=2.0)
+    try:
+        await proc.start()
+    except (OSError, ValueError) as exc:
+        facts.add("bench dataset", "cannot start the builder", "fail", str(exc), "check server.command in the profile")
+        return None
+    ctx.cleanups.append(proc)
+    waiter = asyncio.ensure_future(proc.wait())
+    done, _ = await asyncio.wait({waiter}, timeout=BUILD_TIMEOUT_S)  # a cancellation: the engine stops it
+    rc = waiter.result() if done else None
+    if not done:
+        waiter.cancel()
+    await proc.stop(grace_s=1)
+    ctx.forget(proc)
+    summary: dict | None = None
+    for line in reversed(lines):
+        if line.startswith("{"):
+            try:
+                summary = json.loads(line)
+            except ValueError:
+                summary = None
+            break
+    if rc != 0 or summary is None or not out.is_file():
+        errs = [ln for ln in lines if ln.startswith("sonnet_custom: error:")] or [ln for ln in lines if ln.strip()]
+        detail = errs[-1] if errs else (f"exit status {rc}" if rc is not None
+                                        else f"did not finish within {BUILD_TIMEOUT_S:.0f} s")
+        if "transformers is not importable" in detail or "No module named 'transformers'" in detail:
+            remedy = f"`{where} -m pip install transformers` (the interpreter that runs vllm)"
+        elif "cannot load the tokenizer" in detail:
+            remedy = ("make the target's tokenizer loadable there (HF_TOKEN / HF_HUB_OFFLINE with a filled cache, or "
+                      "a local models.target directory)")
+        else:
+            remedy = f"see {log.name} in the run directory"
+        facts.add("bench dataset", "building the custom JSONL failed", "fail", detail, remedy)
+        return None
+    try:
+        from ..rundir import atomic_write_json
+
+        atomic_write_json(meta_file, {"key": key, "summary": summary})
+    except (OSError, TypeError, ValueError):
+        pass
+    facts.add("bench dataset", label, "pass",
+              f"{summary.get('num_prompts')} prompts, mean {summary.get('mean_prompt_tokens')} tokens, built with "
+              f"{ctx.ph.resolve(ctx.profile.models.target)}'s tokenizer in {where}")
+    ctx.emit(Artifact(step, out.name, str(out)))
+    return str(out)
+
+
+async def prepare_bench_dataset(ctx: StepContext, sr: Any) -> bool:
+    """Before the launch: the verified sonnet.txt and, on vLLM >= 0.32, the custom JSONL built from it.
+    Sets sr.dataset_path (what the bench's --dataset-path gets). False after a failed fact."""
+    sonnet = await ensure_dataset(ctx, sr.facts)
+    if sonnet is None:
+        return False
+    if dataset_mode(sr.vllm_version) == "sonnet":
+        sr.dataset_path = sonnet
+        return True
+    built = await ensure_custom_jsonl(ctx, sr.facts, sonnet)
+    if built is None:
+        return False
+    sr.dataset_path = built
+    return True
 
 
 def bench_facts(res: BenchResult, spec: mx.SpecStats | None, source: str | None) -> dict[str, Any]:
@@ -179,16 +323,25 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
     ctx.emit(Progress(step, "requests", total if rc == 0 else 0, total, "req", None, 0, "vllm bench serve",
                       done=True))
     bench_secs = time.monotonic() - t0
-    if rc != 0:
+    if rc != 0 and not result_file.exists():
         tail = [ln for ln in stdout_lines[-6:] if ln.strip()]
+        remedy = f"see {step}.bench.log in the run directory"
+        if any("No module named 'pandas'" in ln for ln in tail):
+            python, _ = _vllm_python(ctx)
+            where = python[0] if python else "the interpreter that runs vllm"
+            remedy = (f"`{where} -m pip install pandas` (vLLM's [bench] extra): `--dataset-name custom` reads the "
+                      "JSONL with pandas")
         facts.add("benchmark", f"vllm bench serve exited with code {rc}", "fail",
-                  tail[-1] if tail else "", f"see {step}.bench.log in the run directory")
+                  tail[-1] if tail else "", remedy)
         return
     try:
         res = parse_result_json(result_file)
     except (OSError, BenchParseError) as exc:
         facts.add("benchmark result", "unreadable", "fail", str(exc), f"see {step}.bench.log")
         return
+    if rc != 0:
+        facts.add("benchmark", f"vllm bench serve exited with code {rc}", "warn",
+                  "it still wrote its result file; judged by that file", f"see {step}.bench.log")
     ours = mx.spec_delta(before, after)
     stdout_blocks: dict[str, Any] = {}
     try:
@@ -211,14 +364,20 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
     data["result_file"] = str(result_file)
     data["bench_seconds"] = round(bench_secs, 2)
     data["vllm_version"] = version
+    data["dataset_mode"] = dataset_mode(version)
+    data["dataset_path"] = dataset_path
     if bench_spec is not None:
         data["bench_acceptance_rate"] = bench_spec.acceptance_rate
     sr.result_facts["bench"] = data
 
     # Facts.
-    ok_status = "pass" if res.failed == 0 else ("fail" if res.completed == 0 else "warn")
-    facts.add("requests", f"{res.completed} completed, {res.failed} failed", ok_status,
-              f"{res.duration:.1f}s benchmark duration")
+    first_error = first_request_error("\n".join(stdout_lines)) if res.failed else None
+    if first_error:
+        data["first_error"] = first_error
+    facts.add("requests", f"{res.completed} completed, {res.failed} failed", "pass" if res.failed == 0 else "fail",
+              f"{res.duration:.1f}s benchmark duration (from {result_file.name})"
+              + (f"; first error: {first_error}" if first_error else ""),
+              "" if res.failed == 0 else f"see {step}.serve.log (the server) and {step}.bench.log (the bench)")
     if res.output_throughput is not None:
         facts.add("output throughput", f"{res.output_throughput:.2f} tok/s", "pass",
                   f"request throughput {res.request_throughput or 0:.2f} req/s")
@@ -235,7 +394,8 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
             facts.add("acceptance", "unknown", "warn", "no vllm:spec_decode counters moved during the run",
                       "check that the server runs with --speculative-config and without --disable-log-stats")
     # Cross-checks.
-    for d in dg.failed_requests_rule(step, {"failed": res.failed, "completed": res.completed}):
+    for d in dg.failed_requests_rule(step, {"failed": res.failed, "completed": res.completed,
+                                            "first_error": first_error}):
         ctx.emit(d)
     if ours is not None and bench_spec is not None:
         for d in dg.agreement_rule(step, bench_spec.acceptance_rate, ours.acceptance_rate):

@@ -312,20 +312,14 @@ class ServerRun:
             self.facts.add("stop", f"port {s.port} still busy", "warn", "", "check for a stray server process")
 
 async def run_server_step(ctx: StepContext, step: str, speculative: bool) -> StepResult:
-    from .bench import ensure_dataset, run_benchmark, sonnet_removed, vllm_version
+    from .bench import prepare_bench_dataset, run_benchmark, vllm_version
 
     sr = ServerRun(ctx, step, speculative)
-    # Checks that must fail before a long launch: the bench's dataset and its vLLM version.
+    # Checks that must fail before a long launch: the bench's vLLM version and its dataset (on vLLM >= 0.32
+    # the sonnet prompts built as a custom JSONL).
     sr.vllm_version = await vllm_version(ctx)
-    if sonnet_removed(sr.vllm_version):
-        sr.facts.add("vllm bench serve", f"vLLM {sr.vllm_version}", "fail",
-                     "--dataset-name sonnet was removed in vLLM 0.32", dg.CATALOG["sonnet-removed-in-vllm"].remedy)
-        ctx.emit(dg.make("sonnet-removed-in-vllm", step, [f"vLLM version {sr.vllm_version} (sonnet exists only < 0.32)"]))
+    if not await prepare_bench_dataset(ctx, sr):
         return sr.facts.result(sr.result_facts)
-    dataset_path = await ensure_dataset(ctx, sr.facts)
-    if dataset_path is None:
-        return sr.facts.result(sr.result_facts)
-    sr.dataset_path = dataset_path
     try:
         if not await sr.launch():
             return sr.facts.result(sr.result_facts)
