@@ -1,8 +1,9 @@
 """The engine: runs the requested steps of a profile in order and emits events to a sink.
 
 Both front ends (headless and Textual) drive this class and nothing else. It owns the run directory
-(state.json after every step, report at the end), the loopback hub of simulated runs, and the cleanup
-of every child process, whatever way the run ends.
+(state.json after every step, report at the end), the profile's stand-in platform (a `[stand_in]` command
+started like a server, whose one JSON line of environment and placeholders the run then uses), and the
+cleanup of every child process, whatever way the run ends.
 """
 
 from __future__ import annotations
@@ -33,11 +34,15 @@ from .events import (
 from .profile import Profile
 from .rundir import RunDir, atomic_write_text, redact
 from .steps.base import StepContext, StepResult
+from .supervisor import ManagedProcess
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+STAND_IN_TIMEOUT_S = 60.0
+STAND_IN_GRACE_S = 5.0
 
 STEP_MODULES = {sid: f"tui.core.steps.{sid}" for sid in STEP_IDS}
 
@@ -71,7 +76,8 @@ class Engine:
         self.run = RunDir(run_dir)
         self.verbose = verbose
         self.results: dict[str, StepResult] = {}
-        self._hub: Any = None
+        self.platform_error = ""  # set when the profile's stand-in platform could not be started
+        self.stand_in_notice = ""
         self.ctx = StepContext(profile=profile, run=self.run, emit=self._emit,
                                ph=Placeholders(run_dir=str(self.run.path)), verbose=verbose)
         # Facts from an earlier run in the same directory (e.g. --steps baseline after --steps dataset).
@@ -90,31 +96,73 @@ class Engine:
         except Exception:  # a broken front end must not kill the run
             pass
 
-    # -- simulated backend ----------------------------------------------------------------------
-    def _start_simulation(self) -> None:
-        if not self.profile.simulated:
+    # -- stand-in platform ---------------------------------------------------------------------
+    async def _start_stand_in(self) -> None:
+        """Start the profile's [stand_in] command (a supervised child like a server), read its one JSON line
+        {"env": {...}, "unset": [...], "placeholders": {...}, "notice": "..."} and apply it to the run."""
+        spec = self.profile.raw.get("stand_in")
+        cmd = spec.get("command") if isinstance(spec, dict) else None
+        if not cmd:
             return
-        sim = self.profile.data["simulation"]
-        self.ctx.environ["SPECDEC_SIM"] = json.dumps(sim)
-        if sim.get("hub", True):
-            from tui.sim.hub import start_hub  # the loopback hub + dataset mirror
+        argv = [self.ctx.ph.resolve(str(x)) for x in cmd]
+        loop = asyncio.get_running_loop()
+        first: asyncio.Future[dict[str, Any]] = loop.create_future()
+        seen: list[str] = []
 
-            self._hub = start_hub(host="127.0.0.1", port=0)
-            self.ctx.ph.sim_hub = self._hub.url
-            env = self.ctx.environ
-            env["HF_ENDPOINT"] = self._hub.url
-            # Stand-in configs must never land in the operator's real Hugging Face cache (a fake
-            # refs/main there would mislead a later real run), and no token goes to the stand-in hub.
-            env["HF_HOME"] = str(Path(self.ctx.ph.cache_dir) / "sim-hf-home")
-            for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
-                env.pop(var, None)
+        def on_line(line: str, ts: float) -> None:
+            if first.done():
+                return
+            text = line.strip()
+            if text.startswith("{"):
+                try:
+                    msg = json.loads(text)
+                except ValueError:
+                    msg = None
+                if isinstance(msg, dict):
+                    first.set_result(msg)
+                    return
+            if text:
+                seen.append(text)
 
-    def _stop_simulation(self) -> None:
-        if self._hub is not None:
-            try:
-                self._hub.stop()
-            finally:
-                self._hub = None
+        proc = ManagedProcess(argv, env=dict(self.ctx.environ), log_path=self.run.file("stand-in.log"),
+                              on_line=on_line, cwd=str(self.run.path), grace_s=STAND_IN_GRACE_S)
+        shown = " ".join(argv)
+        try:
+            await proc.start()
+        except (FileNotFoundError, OSError) as exc:
+            self.platform_error = (f"the profile's [stand_in] command could not be started ({exc}): `{shown}`. "
+                                   "Fix [stand_in] command in the profile (the simulator's is "
+                                   '["{python}", "-m", "tui.sim", "stand-in", "--profile", "{run_dir}/profile.toml"]).')
+            return
+        self.ctx.cleanups.append(proc)
+        waiter = asyncio.ensure_future(proc.wait())
+        try:
+            done, _ = await asyncio.wait({first, waiter}, timeout=STAND_IN_TIMEOUT_S,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+        if first.done():
+            self._apply_stand_in(first.result())
+            return
+        why = (f"exited with status {proc.returncode}" if proc.returncode is not None
+               else f"printed no JSON line within {STAND_IN_TIMEOUT_S:.0f} s")
+        last = redact(seen[-1][:300]) if seen else "no output"
+        self.platform_error = (f"the stand-in platform `{shown}` {why} (last output: {last}); its log is "
+                               f"{self.run.file('stand-in.log')}. Fix the [stand_in] command or the cause shown, "
+                               "then rerun.")
+
+    def _apply_stand_in(self, msg: dict[str, Any]) -> None:
+        env = self.ctx.environ
+        for var in msg.get("unset") or []:
+            env.pop(str(var), None)
+        for k, v in (msg.get("env") or {}).items():
+            env[str(k)] = str(v)
+        for k, v in (msg.get("placeholders") or {}).items():
+            if hasattr(self.ctx.ph, str(k)):
+                setattr(self.ctx.ph, str(k), str(v))
+        if msg.get("notice"):
+            self.stand_in_notice = str(msg["notice"])
 
     # -- cleanup ---------------------------------------------------------------------------------
     async def _cleanup(self) -> None:
@@ -132,7 +180,6 @@ class Engine:
                 proc.kill_now()
             except OSError:
                 pass
-        self._stop_simulation()
 
     # -- running -----------------------------------------------------------------------------------
     async def run_step(self, sid: str) -> StepResult:
@@ -140,7 +187,9 @@ class Engine:
         self._emit(StepStarted(sid, title))
         t0 = time.monotonic()
         self.run.update_step(sid, status="running", started=time.time())
-        if not step_available(sid):
+        if self.platform_error:
+            res = StepResult("failed", self.platform_error)
+        elif not step_available(sid):
             res = StepResult("unavailable", "not available in this version")
         else:
             mod = importlib.import_module(STEP_MODULES[sid])
@@ -166,30 +215,31 @@ class Engine:
         return res
 
     async def open(self) -> None:
-        """Start a run: state.json, profile.toml, the simulated backend; emits RunStarted."""
+        """Start a run: state.json, profile.toml, the profile's stand-in platform; emits RunStarted."""
         prof = self.profile
         self.run.state.update({"profile": prof.name, "profile_source": prof.source, "simulated": prof.simulated,
                                "requested_steps": self.steps, "started": time.time()})
         self.run.save_state()
         self.run.write_text("profile.toml", prof.to_toml())
-        self._start_simulation()  # before RunStarted, so placeholders such as {sim_hub} resolve from then on
+        await self._start_stand_in()  # before RunStarted, so placeholders such as {sim_hub} resolve from then on
         self._emit(RunStarted("", prof.name, str(self.run.path), tuple(self.steps), prof.simulated))
-        if self._hub is not None:
-            self._emit(Notice("", "info", f"simulated backend: loopback hub and dataset mirror at {self._hub.url}"))
+        if self.stand_in_notice:
+            self._emit(Notice("", "info", self.stand_in_notice))
+        if self.platform_error:
+            self._emit(Notice("", "error", self.platform_error))
 
     async def stop_children(self) -> None:
         """Stop every server / bench process this run started (SIGINT → SIGTERM → SIGKILL)."""
         await self._cleanup()
 
     async def close(self, code: int | None = None) -> int:
-        """End a run: stop children, stop the simulated backend, write the report; emits RunFinished."""
+        """End a run: stop children (the stand-in platform last), write the report; emits RunFinished."""
         if code is None:
             code = EXIT_OK
             for res in self.results.values():
                 if res.status not in ("passed", "warned"):
                     code = EXIT_FAILED
         await self._cleanup()
-        self._stop_simulation()
         report_path = self._write_report(code)
         self.exit_code = code
         self._emit(RunFinished("", code, str(report_path) if report_path else None))
