@@ -103,6 +103,11 @@ class Engine:
         spec = self.profile.raw.get("stand_in")
         cmd = spec.get("command") if isinstance(spec, dict) else None
         if not cmd:
+            if self.profile.simulated:
+                self.stand_in_notice = ("this profile has a [simulation] table but no [stand_in] command, so nothing "
+                                        "stands in for the platform: the steps check this machine as it is. Add "
+                                        '[stand_in] command = ["{python}", "-m", "tui.sim", "stand-in", "--profile", '
+                                        '"{run_dir}/profile.toml"] (or extends = "demo") to run on the simulator.')
             return
         argv = [self.ctx.ph.resolve(str(x)) for x in cmd]
         loop = asyncio.get_running_loop()

@@ -138,6 +138,11 @@ def env_lookup(name: str, environ: dict[str, str], server_env: dict[str, str]) -
     return None, ""
 
 
+# ---------------------------------------------------------------------------------------------
+# Neuron
+# ---------------------------------------------------------------------------------------------
+
+
 def instance_fact(rec: FactRecorder, expected: str, actual: str | None, src: str) -> None:
     if not expected:
         rec.add("instance type", actual or "unknown", "info", "not checked: the profile sets no instance_type")
@@ -291,11 +296,6 @@ def sdk_fact(rec: FactRecorder, minimum: str, tools: str | None, tools_src: str,
     return sdk
 
 
-# ---------------------------------------------------------------------------------------------
-# Neuron
-# ---------------------------------------------------------------------------------------------
-
-
 def plugin_facts(rec: FactRecorder, pdata: dict[str, Any], vllm_version: str | None, root: Path,
                   python: str) -> str | None:
     dists = pdata.get("dists", {}) or {}
@@ -437,7 +437,7 @@ def _int_or_none(text: str | None) -> int | None:
 def parse_nvidia_smi_xml(text: str) -> NvidiaSmi:
     """`nvidia-smi -q -x` -> driver, CUDA and GPUs with memory and processes. ValueError when unreadable."""
     try:
-        root = ET.fromstring(text.split("?>", 1)[-1].split("]>", 1)[-1] if "<!DOCTYPE" in text else text)
+        root = ET.fromstring(text.strip())  # the DOCTYPE names an external DTD, which expat does not load
     except ET.ParseError as exc:
         raise ValueError(f"not XML ({exc})") from None
     if root.tag != "nvidia_smi_log":
@@ -445,7 +445,6 @@ def parse_nvidia_smi_xml(text: str) -> NvidiaSmi:
     out = NvidiaSmi(driver_version=(root.findtext("driver_version") or "").strip(),
                     cuda_version=(root.findtext("cuda_version") or "").strip())
     for pos, g in enumerate(root.findall("gpu")):
-        minor = _int_or_none(g.findtext("minor_number"))
         gpu = Gpu(index=pos, name=(g.findtext("product_name") or "").strip(), uuid=(g.findtext("uuid") or "").strip(),
                   bus_id=g.get("id", "") or (g.findtext("pci/pci_bus_id") or "").strip(),
                   memory_total_mib=_mib(g.findtext("fb_memory_usage/total")),
@@ -453,7 +452,8 @@ def parse_nvidia_smi_xml(text: str) -> NvidiaSmi:
         for p in g.findall("processes/process_info"):
             gpu.processes.append(GpuProcess(_int_or_none(p.findtext("pid")), (p.findtext("process_name") or "").strip(),
                                             _mib(p.findtext("used_memory"))))
-        del minor  # nvidia-smi enumerates GPUs in PCI order, as CUDA does with CUDA_DEVICE_ORDER=PCI_BUS_ID
+        # Index = position: nvidia-smi lists GPUs in PCI bus order, the order of CUDA_VISIBLE_DEVICES indices
+        # under CUDA_DEVICE_ORDER=PCI_BUS_ID (CUDA's default order agrees on a box of identical GPUs).
         out.gpus.append(gpu)
     return out
 

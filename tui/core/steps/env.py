@@ -156,7 +156,7 @@ async def run(ctx: StepContext) -> StepResult:
     launch_env = server_launch_env(prof, ctx.ph, environ)  # what `vllm serve` will see
     cmd0 = ctx.ph.resolve(srv.command[0])
     target = ctx.ph.resolve(prof.models.target)
-    draft = ctx.ph.resolve(prof.draft_model) if "speculative" in prof.raw or prof.data["models"].get("draft") else None
+    draft = ctx.ph.resolve(prof.draft_model)  # the EAGLE3 server loads both: check the larger footprint
 
     # ---- subprocess work, concurrently --------------------------------------------------------
     interp: Interpreter = find_server_interpreter(cmd0, launch_env, launch_env.get("PATH", ""))
@@ -203,7 +203,7 @@ async def run(ctx: StepContext) -> StepResult:
         plat.instance_fact(rec, expected_type, actual_type, dmi_src)
         plat.devices_fact(rec, root, nodes, expected_type or actual_type or "")
         needed = plat.needed_cores(rec, tp, environ, server_env)
-        _neuron_ls_facts(rec, nls, parsed, nodes, tp, needed)
+        plat.neuron_ls_facts(rec, nls, parsed, nodes, tp, needed)
         shared["hbm_fits"] = (plat.hbm_fit_fact(rec, parsed, tp, target, draft, prof)
                               if parsed is not None else None)
         shared["neuron_sdk"] = plat.sdk_fact(rec, prof.environment.min_neuron_sdk, tools_ver, tools_src, cc_ver,
@@ -310,11 +310,6 @@ async def run(ctx: StepContext) -> StepResult:
         d = hbm_diagnosis(STEP, [f"{hbm_fact.name}: {hbm_fact.value} — {hbm_fact.detail}"], tp)
         ctx.emit(dataclasses.replace(d, title=f"The model does not fit in device memory (HBM) at tensor-parallel-size {tp}"))
     return rec.result(shared)
-
-
-def _neuron_ls_facts(rec: FactRecorder, nls: dict[str, Any], parsed: NeuronLs | None, nodes: list[int], tp: int,
-                     needed: list[int]) -> None:
-    plat.neuron_ls_facts(rec, nls, parsed, nodes, tp, needed)
 
 
 def _bench_dataset_fact(rec: FactRecorder, version: str | None, vt: tuple[int, ...], has_pandas: bool | None,
