@@ -826,3 +826,19 @@ def test_stand_in_transformers_stub(tmp_path):
     assert out.stdout.startswith("0.33.0 0.33.0.1.0.0 ") and "<|start|>assistant" in out.stdout
     assert msg["placeholders"] == {} and "HF_TOKEN" in msg["unset"]
     assert msg["env"]["PATH"].startswith(str(tmp_path / "p" / "bin"))
+
+
+async def test_sdk233_plugin_reports_the_precompile_cache(tmp_path):
+    root, path = good_setup(tmp_path, vllm="0.29.0", plugin="0.29.0.1.2.0")
+    ctx, ev = make_ctx(tmp_path, make_profile(), root, path)
+    _, facts = await run_env(ctx, ev)
+    f = facts["precompile cache"]
+    assert f.value == "off" and "neuron_native" in f.remedy
+    assert facts["Neuron SDK"].value == "2.32"  # tools 2.32 in good_setup win; the plugin alone says 2.33
+    prof = make_profile(server={"env": {"VLLM_NEURON_BACKEND": "neuron_native"}})
+    ctx, ev = make_ctx(tmp_path, prof, root, path)
+    _, facts = await run_env(ctx, ev)
+    assert facts["precompile cache"].value == "on"
+    ctx, ev = make_ctx(tmp_path, make_profile(), root, [make_vllm_venv(tmp_path, name="v24")])
+    _, facts = await run_env(ctx, ev)
+    assert "precompile cache" not in facts  # 0.24 has no such cache

@@ -4,7 +4,6 @@ one JSON line, apply env / unset / placeholders, stop it at close. Errors are on
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import Any

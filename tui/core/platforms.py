@@ -352,6 +352,29 @@ def plugin_facts(rec: FactRecorder, pdata: dict[str, Any], vllm_version: str | N
     return pv
 
 
+def precompile_cache_fact(rec: FactRecorder, plugin_version: str | None, environ: dict[str, str],
+                          server_env: dict[str, str]) -> None:
+    """vllm-neuron 0.29+ (SDK 2.33+): the Precompile Cache is off unless VLLM_NEURON_BACKEND selects the native
+    route; TORCH_CACHING_PRECOMPILE=0 disables it (neuron.md, 2026-12 update)."""
+    part = version_tuple(plugin_vllm_part(plugin_version))
+    if part is None or part < (0, 29):
+        return
+    backend, bwhere = env_lookup("VLLM_NEURON_BACKEND", environ, server_env)
+    pre, pwhere = env_lookup("TORCH_CACHING_PRECOMPILE", environ, server_env)
+    name = "precompile cache"
+    if backend in ("neuron_native", "neuron") and pre != "0":
+        rec.add(name, "on", "info", f"VLLM_NEURON_BACKEND={backend} (in {bwhere}) selects the native route; a relaunch "
+                "with the same configuration reuses the precompiled graphs")
+    elif backend in ("neuron_native", "neuron"):
+        rec.add(name, "off (TORCH_CACHING_PRECOMPILE=0)", "info", f"disabled in {pwhere}",
+                "unset TORCH_CACHING_PRECOMPILE to reuse compiled graphs across launches")
+    else:
+        rec.add(name, "off", "info",
+                f"vllm-neuron {plugin_version}: the Precompile Cache is off unless VLLM_NEURON_BACKEND is neuron_native "
+                + (f"(it is {backend!r} in {bwhere})" if backend is not None else "(unset)"),
+                'set VLLM_NEURON_BACKEND = "neuron_native" in [server.env] to reuse compiled graphs across launches')
+
+
 def hbm_fit_fact(rec: FactRecorder, parsed: NeuronLs, tp: int, target: str, draft: str | None,
                  profile: Any) -> bool | None:
     """Weights of target (+ draft) spread over TP logical cores vs the HBM each logical core owns."""

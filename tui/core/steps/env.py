@@ -236,6 +236,8 @@ async def run(ctx: StepContext) -> StepResult:
                     f"{interp.python} -m pip install vllm" + ("-cpu (plus a metadata-only `vllm` X+cpu)" if platform == "cpu" else ""))
         shared["vllm_neuron_version"] = (plat.plugin_facts(rec, pdata, vllm_version, root, interp.python or "")
                                          if platform == "neuron" else None)
+        if platform == "neuron":
+            plat.precompile_cache_fact(rec, shared["vllm_neuron_version"], environ, server_env)
     else:
         shared["vllm_neuron_version"] = None
     shared["vllm_version"] = vllm_version
