@@ -78,6 +78,7 @@ class Engine:
         self.results: dict[str, StepResult] = {}
         self.platform_error = ""  # set when the profile's stand-in platform could not be started
         self.stand_in_notice = ""
+        self._opened: asyncio.Event | None = None  # set once open() has applied the stand-in platform
         self.ctx = StepContext(profile=profile, run=self.run, emit=self._emit,
                                ph=Placeholders(run_dir=str(self.run.path)), verbose=verbose)
         # Facts from an earlier run in the same directory (e.g. --steps baseline after --steps dataset).
@@ -188,6 +189,8 @@ class Engine:
 
     # -- running -----------------------------------------------------------------------------------
     async def run_step(self, sid: str) -> StepResult:
+        if self._opened is not None and not self._opened.is_set():
+            await self._opened.wait()  # a front end may ask for a step while open() still starts the stand-in
         title = STEP_TITLES[sid]
         self._emit(StepStarted(sid, title))
         t0 = time.monotonic()
@@ -221,6 +224,13 @@ class Engine:
 
     async def open(self) -> None:
         """Start a run: state.json, profile.toml, the profile's stand-in platform; emits RunStarted."""
+        self._opened = asyncio.Event()
+        try:
+            await self._open()
+        finally:
+            self._opened.set()
+
+    async def _open(self) -> None:
         prof = self.profile
         self.run.state.update({"profile": prof.name, "profile_source": prof.source, "simulated": prof.simulated,
                                "requested_steps": self.steps, "started": time.time()})
