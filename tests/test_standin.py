@@ -45,6 +45,7 @@ def run(prof, tmp_path: Path, monkeypatch, steps: list[str] | None = None) -> tu
 
     async def main() -> None:
         await eng.open()
+        await eng.ready()
         eng.seen_env = dict(eng.ctx.environ)  # type: ignore[attr-defined]
         eng.seen_hub = eng.ctx.ph.sim_hub  # type: ignore[attr-defined]
         if steps:
@@ -102,3 +103,24 @@ def test_stand_in_cli_reports_a_profile_without_simulation(tmp_path):
     assert r.returncode == 1 and "no [simulation] table" in r.stderr and "Traceback" not in r.stderr
     assert r.stdout == ""
 
+
+
+def test_stop_children_keeps_the_platform_until_close(tmp_path, monkeypatch):
+    script = tmp_path / "standin.py"
+    script.write_text(STAND_IN)
+    pidfile = tmp_path / "pid"
+    events: list[Any] = []
+    eng = Engine(profile(["{python}", str(script), str(pidfile)]), tmp_path / "run", events.append, steps=["env"])
+
+    async def main() -> tuple[bool, bool]:
+        await eng.open()
+        await eng.ready()
+        pid = int(pidfile.read_text())
+        await eng.stop_children()  # what the wizard's "stop server" does
+        alive_after_stop = psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        await eng.close()
+        gone = not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        return alive_after_stop, gone
+
+    alive, gone = asyncio.run(main())
+    assert alive and gone

@@ -79,6 +79,8 @@ class Engine:
         self.platform_error = ""  # set when the profile's stand-in platform could not be started
         self.stand_in_notice = ""
         self._opened: asyncio.Event | None = None  # set once open() has applied the stand-in platform
+        self._open_task: asyncio.Future[None] | None = None
+        self._stand_in: ManagedProcess | None = None
         self.ctx = StepContext(profile=profile, run=self.run, emit=self._emit,
                                ph=Placeholders(run_dir=str(self.run.path)), verbose=verbose)
         # Facts from an earlier run in the same directory (e.g. --steps baseline after --steps dataset).
@@ -135,12 +137,16 @@ class Engine:
         shown = " ".join(argv)
         try:
             await proc.start()
+        except asyncio.CancelledError:
+            proc.kill_now()
+            raise
         except (FileNotFoundError, OSError) as exc:
             self.platform_error = (f"the profile's [stand_in] command could not be started ({exc}): `{shown}`. "
                                    "Fix [stand_in] command in the profile (the simulator's is "
                                    '["{python}", "-m", "tui.sim", "stand-in", "--profile", "{run_dir}/profile.toml"]).')
             return
         self.ctx.cleanups.append(proc)
+        self._stand_in = proc
         waiter = asyncio.ensure_future(proc.wait())
         try:
             done, _ = await asyncio.wait({first, waiter}, timeout=STAND_IN_TIMEOUT_S,
@@ -171,13 +177,18 @@ class Engine:
             self.stand_in_notice = str(msg["notice"])
 
     # -- cleanup ---------------------------------------------------------------------------------
-    async def _cleanup(self) -> None:
-        while self.ctx.cleanups:
-            proc = self.ctx.cleanups.pop()
+    async def _cleanup(self, keep_platform: bool = False) -> None:
+        """Stop registered children, last registered first (so the stand-in platform goes last)."""
+        kept = [p for p in self.ctx.cleanups if keep_platform and p is self._stand_in]
+        while [p for p in self.ctx.cleanups if p not in kept]:
+            proc = next(p for p in reversed(self.ctx.cleanups) if p not in kept)
+            self.ctx.cleanups.remove(proc)
             try:
                 await asyncio.shield(proc.stop())
             except Exception:
                 proc.kill_now()
+        if not keep_platform:
+            self._stand_in = None
 
     def cleanup_sync(self) -> None:
         """Last-resort synchronous cleanup (e.g. from an atexit hook)."""
@@ -189,8 +200,7 @@ class Engine:
 
     # -- running -----------------------------------------------------------------------------------
     async def run_step(self, sid: str) -> StepResult:
-        if self._opened is not None and not self._opened.is_set():
-            await self._opened.wait()  # a front end may ask for a step while open() still starts the stand-in
+        await self.ready()  # a front end may ask for a step while open() still starts the stand-in
         title = STEP_TITLES[sid]
         self._emit(StepStarted(sid, title))
         t0 = time.monotonic()
@@ -223,29 +233,45 @@ class Engine:
         return res
 
     async def open(self) -> None:
-        """Start a run: state.json, profile.toml, the profile's stand-in platform; emits RunStarted."""
-        self._opened = asyncio.Event()
-        try:
-            await self._open()
-        finally:
-            self._opened.set()
-
-    async def _open(self) -> None:
+        """Start a run: state.json, profile.toml, then (in the background) the profile's stand-in platform and
+        RunStarted. Returns at once; run_step waits until the platform is up, so a front end that asks for a
+        step right away gets it on the platform, and RunStarted always comes before the first step."""
         prof = self.profile
+        self._opened = asyncio.Event()
         self.run.state.update({"profile": prof.name, "profile_source": prof.source, "simulated": prof.simulated,
                                "requested_steps": self.steps, "started": time.time()})
         self.run.save_state()
         self.run.write_text("profile.toml", prof.to_toml())
-        await self._start_stand_in()  # before RunStarted, so placeholders such as {sim_hub} resolve from then on
-        self._emit(RunStarted("", prof.name, str(self.run.path), tuple(self.steps), prof.simulated))
-        if self.stand_in_notice:
-            self._emit(Notice("", "info", self.stand_in_notice))
-        if self.platform_error:
-            self._emit(Notice("", "error", self.platform_error))
+        self._open_task = asyncio.ensure_future(self._finish_open())
+
+    async def ready(self) -> None:
+        """Wait until open() has brought the run's platform up (or failed to)."""
+        if self._opened is not None:
+            await self._opened.wait()
+
+    async def _finish_open(self) -> None:
+        prof = self.profile
+        try:
+            try:
+                await self._start_stand_in()  # before RunStarted, so {sim_hub} and friends resolve from then on
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug or an odd environment: the run reports it, every step fails on it
+                atomic_write_text(self.run.file("stand-in.error.log"), traceback.format_exc())
+                self.platform_error = (f"the stand-in platform could not be started: {type(exc).__name__}: "
+                                       f"{redact(str(exc))} (traceback in stand-in.error.log)")
+            self._emit(RunStarted("", prof.name, str(self.run.path), tuple(self.steps), prof.simulated))
+            if self.stand_in_notice:
+                self._emit(Notice("", "info", self.stand_in_notice))
+            if self.platform_error:
+                self._emit(Notice("", "error", self.platform_error))
+        finally:
+            self._opened.set()  # type: ignore[union-attr]
 
     async def stop_children(self) -> None:
-        """Stop every server / bench process this run started (SIGINT → SIGTERM → SIGKILL)."""
-        await self._cleanup()
+        """Stop every server / bench process this run started (SIGINT → SIGTERM → SIGKILL); the stand-in
+        platform stays up until close()."""
+        await self._cleanup(keep_platform=True)
 
     async def close(self, code: int | None = None) -> int:
         """End a run: stop children (the stand-in platform last), write the report; emits RunFinished."""
@@ -254,6 +280,14 @@ class Engine:
             for res in self.results.values():
                 if res.status not in ("passed", "warned"):
                     code = EXIT_FAILED
+        task, self._open_task = self._open_task, None
+        if task is not None and not task.done() and code == EXIT_INTERRUPTED:
+            task.cancel()  # otherwise let the platform come up (bounded by STAND_IN_TIMEOUT_S) and stop it
+        if task is not None:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
         await self._cleanup()
         report_path = self._write_report(code)
         self.exit_code = code
