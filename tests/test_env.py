@@ -842,3 +842,19 @@ async def test_sdk233_plugin_reports_the_precompile_cache(tmp_path):
     ctx, ev = make_ctx(tmp_path, make_profile(), root, [make_vllm_venv(tmp_path, name="v24")])
     _, facts = await run_env(ctx, ev)
     assert "precompile cache" not in facts  # 0.24 has no such cache
+
+
+def test_stand_in_with_vllm_033_has_bench_dataset_support(tmp_path):
+    # vLLM >= 0.32 on the stand-in: the sonnet prompts go through custom JSONL; the platform has pandas.
+    prof = load_profile("demo").with_values({"server.port": free_port(), "simulation.vllm_version": "0.33.0"})
+    p = tmp_path / "v033.toml"
+    p.write_text(prof.to_toml())
+    run_dir = tmp_path / "run"
+    r = _cli(tmp_path, "--profile", str(p), "--headless", "--steps", "env", "--run-dir", str(run_dir))
+    env = json.loads((run_dir / "env.json").read_text())
+    facts = {f["name"]: f for f in env["facts"]}
+    assert facts["bench dataset support"]["status"] == "pass", facts["bench dataset support"]
+    assert facts["sonnet dataset"]["status"] == "info"
+    assert env["stored"]["bench_has_pandas"] is True and env["stored"]["bench_has_transformers"] is True
+    # vllm-neuron 0.33.0.1.0.0 is not in Neuron's SDK table: the SDK is unknown, a warning, not a failure.
+    assert r.returncode == 0, r.stderr[-2000:]

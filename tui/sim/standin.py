@@ -16,7 +16,8 @@ its stdin/parent goes away, removing what it laid out when it exits:
   devices 0-3 (cores 0-15), as the real tool does;
 - a site directory (prepended to PYTHONPATH) with stub distributions `vllm` (version = [simulation]
   vllm_version), `vllm_neuron` (version mapped from it as Neuron's SDK table does, with the
-  `vllm.platform_plugins` entry point) and `transformers` (AutoTokenizer backed by tui/sim/tokens.py);
+  `vllm.platform_plugins` entry point), `transformers` (AutoTokenizer backed by tui/sim/tokens.py) and, where
+  the interpreter has none, a placeholder `pandas` (vLLM's [bench] extra, which the simulated bench never uses);
 - a private HF_HOME whose hub cache holds sparse (zero-byte-on-disk) placeholders of the stand-in repos'
   weight blobs, so disk checks see them as already cached (nothing is ever downloaded: the simulated server
   needs no weights); HF tokens are unset;
@@ -281,6 +282,16 @@ PreTrainedTokenizerBase = SimTokenizer
 '''
 
 
+PANDAS_INIT = '''"""Placeholder `pandas` of specdec-tui's stand-in platform (vLLM's [bench] extra, which the simulated
+bench does not need). Present only where the interpreter has no pandas of its own."""
+__version__ = "2.2.3"
+
+
+def __getattr__(name):
+    raise AttributeError("pandas." + name + " is not available: this pandas is the stand-in platform's placeholder")
+'''
+
+
 def build_site(site: Path, vllm_version: str, plugin_version: str) -> None:
     site.mkdir(parents=True, exist_ok=True)
     _dist_info(site, "vllm", vllm_version, "stand-in vLLM (specdec-tui simulator)",
@@ -297,6 +308,12 @@ def build_site(site: Path, vllm_version: str, plugin_version: str) -> None:
     (tdir / "__init__.py").write_text(TRANSFORMERS_INIT)
     # A copy, so the stub imports in any interpreter (tui itself need not be importable there).
     shutil.copyfile(Path(__file__).with_name("tokens.py"), tdir / "_sim_tokens.py")
+    import importlib.util
+
+    if importlib.util.find_spec("pandas") is None:  # never shadow a real pandas
+        _dist_info(site, "pandas", "2.2.3", "stand-in placeholder for vLLM's [bench] extra (specdec-tui simulator)")
+        (site / "pandas").mkdir(exist_ok=True)
+        (site / "pandas" / "__init__.py").write_text(PANDAS_INIT)
 
 
 # ---------------------------------------------------------------------------------------------
