@@ -18,11 +18,11 @@ PY = sys.executable
 
 STAND_IN = r'''
 import json, os, sys, time
+open(sys.argv[1], "w").write(str(os.getpid()))
 print("a warning line before the message", flush=True)
 print(json.dumps({"env": {"SPECDEC_TEST_VAR": "set-by-stand-in", "PATH": "/nonexistent-bin" + os.pathsep + os.environ.get("PATH", "")},
                   "unset": ["SPECDEC_TEST_DROP"], "placeholders": {"sim_hub": "http://127.0.0.1:9"},
                   "notice": "test stand-in up"}), flush=True)
-open(sys.argv[1], "w").write(str(os.getpid()))
 time.sleep(120)
 '''
 
