@@ -121,12 +121,13 @@ def test_offline_uses_the_warm_cache_without_requests(hub, tmp_path):
     assert hub.requests == []
 
 
-def test_simulated_run_uses_sim_hub_and_does_not_fail_on_disk(hub, tmp_path, monkeypatch):
+def test_simulated_run_uses_sim_hub_and_checks_the_disk_like_any_run(hub, tmp_path, monkeypatch):
+    # No simulated special case: the stand-in's hub is the endpoint ({sim_hub} when HF_ENDPOINT is unset) and
+    # the disk check is the real one (the stand-in pre-fills its own HF cache with sparse placeholders instead).
     monkeypatch.setattr(checkpoints, "disk_free", lambda path: (10**9, Path(path)))
     run = run_step(tmp_path, tutorial_profile(simulated=True), {"HF_HOME": str(tmp_path / "hf")}, hub.url)
     assert run.result.facts["endpoint"] == hub.url
-    assert run.fact("disk space").status == "info"
-    assert run.result.status == "passed"
+    assert run.fact("disk space").status == "fail"
 
 
 # -- draft/target compatibility ------------------------------------------------------------------------

@@ -360,9 +360,16 @@ async def test_vllm_033_has_no_sonnet(tmp_path):
     ctx, ev = make_ctx(tmp_path, make_profile(), root, path)
     res, facts = await run_env(ctx, ev)
     f = facts["sonnet dataset"]
-    assert f.status == "fail" and "0.32" in f.detail and f.remedy
+    assert f.status == "info" and "0.32" in f.detail and "custom JSONL" in f.detail
     assert facts["vLLM pin"].status == "pass"
     assert res.facts["sonnet_available"] is False and res.facts["vllm_version"] == "0.33.0"
+    # The custom JSONL route needs pandas (and transformers) in the vLLM interpreter: the fake venv has neither.
+    b = facts["bench dataset support"]
+    assert b.status == "fail" and "pandas" in b.value and "transformers" in b.value
+    assert b.remedy == f"{path[0] / 'python'} -m pip install pandas transformers"
+    assert res.facts["bench_has_pandas"] is False and res.facts["bench_has_transformers"] is False
+    assert res.facts["vllm_python"] == str(path[0] / "python") and res.facts["platform"] == "neuron"
+    assert res.status == "failed"
 
 
 async def test_neuron_rt_visible_cores_fails_with_plugin_message(tmp_path):
@@ -422,21 +429,15 @@ async def test_host_all_interfaces_warns(tmp_path):
     assert facts["server port"].status == "pass"
 
 
-async def test_simulated_profile_reports_neuron_facts_as_simulated(tmp_path):
+async def test_simulator_command_without_stand_in_is_checked_like_any_vllm(tmp_path):
+    """No simulated special case: `{python} -m tui.sim` on a bare machine has no vLLM and no Neuron."""
     prof = make_profile(server={"command": ["{python}", "-m", "tui.sim"]}, simulation={"vllm_version": "0.13.0"})
     assert prof.simulated
-    ctx, ev = make_ctx(tmp_path, prof, extra_env={"NEURON_RT_VISIBLE_CORES": "0"})
-    res, facts = await run_env(ctx, ev)
-    for name in ("instance type", "Neuron devices", "neuron-ls", "Neuron SDK", "vllm-neuron"):
-        assert (facts[name].status, facts[name].value) == ("pass", "simulated"), name
-    assert facts["vLLM"].value == "0.13.0 (simulated)"
-    assert facts["vLLM interpreter"].status == "pass" and facts["Python (vLLM)"].status == "pass"
-    assert facts["spec-decode stats"].status == "info"
-    assert facts["NEURON_RT_VISIBLE_CORES"].status == "fail"  # still checked for real
-    assert res.status == "failed" and res.facts["simulated"] is True and res.facts["vllm_version"] == "0.13.0"
     ctx, ev = make_ctx(tmp_path, prof)
     res, facts = await run_env(ctx, ev)
-    assert res.status == "passed", [(f.name, f.status) for f in facts.values() if f.status != "pass"]
+    assert facts["vLLM interpreter"].status == "pass"
+    assert facts["vLLM"].status == "fail" and facts["instance type"].status == "fail"
+    assert res.status == "failed" and res.facts["simulated"] is True
 
 
 async def test_simulated_profile_with_broken_interpreter_fails(tmp_path):
@@ -571,23 +572,15 @@ def test_interpreter_errors(tmp_path):
     assert "not found on PATH" in find_server_interpreter("missing", {}, str(d)).error
 
 
-async def test_bundled_demo_profile_passes_anywhere(tmp_path):
-    prof = load_profile("demo").with_values({"server.port": free_port()})
-    ctx, ev = make_ctx(tmp_path, prof)
-    res, facts = await run_env(ctx, ev)
-    assert res.status == "passed", [(f.name, f.status, f.detail) for f in facts.values() if f.status != "pass"]
-    # [server.env] VLLM_CACHE_ROOT (what `vllm serve` will see) decides where the compile cache is looked for.
-    assert res.facts["vllm_cache_root"] == str(tmp_path / "cache" / "sim-vllm-cache")
-
-
 def test_probe_vllm_version_blocking(tmp_path):
     vbin = make_vllm_venv(tmp_path, vllm="0.21.0", plugin="0.21.0.1.0.0")
     env = {"PATH": str(vbin)}
     ph = Placeholders(python=PY)
     assert probe_vllm_version(make_profile(), ph, env) == "0.21.0"
     assert probe_vllm_version(make_profile(), ph, {"PATH": str(tmp_path)}) is None
+    # A simulated profile gets no special answer: the probe reads the `vllm` of the run's environment.
     sim = make_profile(server={"command": ["{python}", "-m", "tui.sim"]}, simulation={"vllm_version": "0.31.0"})
-    assert probe_vllm_version(sim, ph, env) == "0.31.0"
+    assert probe_vllm_version(sim, ph, {"PATH": str(tmp_path)}) is None
 
 
 async def test_bench_probes_the_vllm_version_when_the_env_step_did_not_run(tmp_path):
@@ -599,3 +592,269 @@ async def test_bench_probes_the_vllm_version_when_the_env_step_did_not_run(tmp_p
     assert await vllm_version(ctx) == "0.21.0"
     ctx.shared["env"] = {"vllm_version": "0.24.0"}  # the env step's answer wins when present
     assert await vllm_version(ctx) == "0.24.0"
+
+
+# ---------------------------------------------------------------------------------------------
+# platform = "cuda" (fake nvidia-smi printing recorded-format samples) and "cpu" (fake /proc)
+# ---------------------------------------------------------------------------------------------
+
+SMI = FIXTURES / "nvidia-smi"
+CPU = FIXTURES / "cpu"
+
+
+def on_platform(prof, platform: str):
+    # The `platform` key lands with the profiles helper's schema; the env step reads data["platform"] too.
+    prof.data["platform"] = platform
+    return prof
+
+
+def fake_nvidia_smi(bindir: Path, sample: str) -> Path:
+    xml, csv = SMI / f"{sample}.xml", SMI / f"{sample}.csv"
+    return write_exe(bindir / "nvidia-smi", f"#!{PY}\nimport sys\nargs = sys.argv[1:]\n"
+                     f"if args == ['-q', '-x']:\n    sys.stdout.write(open({str(xml)!r}).read())\n"
+                     "elif args and args[0].startswith('--query-gpu=index,name,memory.total,memory.used,driver_version'):\n"
+                     f"    sys.stdout.write(open({str(csv)!r}).read())\n"
+                     "else:\n    sys.exit('fake nvidia-smi: unexpected args %r' % args)\n")
+
+
+def cuda_setup(tmp_path: Path, sample: str):
+    fake_nvidia_smi(tmp_path / "bin", sample)
+    return [make_vllm_venv(tmp_path, vllm="0.32.0", plugin=None)]
+
+
+async def test_cuda_four_idle_h100_pass_and_no_neuron_facts(tmp_path):
+    path = cuda_setup(tmp_path, "h100x4-idle")
+    prof = on_platform(make_profile(models={"target": "org/tiny-8b"}, server={"tensor_parallel_size": 4}), "cuda")
+    ctx, ev = make_ctx(tmp_path, prof, path=path)
+    res, facts = await run_env(ctx, ev)
+    assert facts["nvidia-smi"].value == "driver 550.54.15, CUDA 12.4"
+    assert facts["GPUs"].value == "4 × NVIDIA H100 80GB HBM3" and facts["GPUs"].status == "pass"
+    assert facts["CUDA_VISIBLE_DEVICES"].status == "pass" and facts["GPU count"].status == "pass"
+    assert facts["GPUs free"].status == "pass" and facts["GPU memory fit"].status == "pass"
+    for neuron_only in ("instance type", "Neuron devices", "neuron-ls", "Neuron SDK", "vllm-neuron", "vLLM pin",
+                        "NEURON_RT_VISIBLE_CORES"):
+        assert neuron_only not in facts, neuron_only
+    assert res.facts["platform"] == "cuda" and res.facts["gpus"] == 4 and res.facts["visible_gpus"] == [0, 1, 2, 3]
+    # vLLM 0.32 builds the sonnet prompts as custom JSONL: pandas is missing in that venv.
+    assert facts["bench dataset support"].status == "fail"
+    assert "pandas" in facts["bench dataset support"].remedy and str(path[0] / "python") in facts["bench dataset support"].remedy
+    doc = json.loads((tmp_path / "run" / "env.json").read_text())
+    assert len(doc["nvidia_smi"]["parsed"]["gpus"]) == 4
+
+
+async def test_cuda_busy_gpus_are_named_with_idle_alternative(tmp_path):
+    path = cuda_setup(tmp_path, "h100x8-two-busy")
+    prof = on_platform(make_profile(models={"target": "org/tiny-8b"}, server={"tensor_parallel_size": 4}), "cuda")
+    ctx, ev = make_ctx(tmp_path, prof, path=path)
+    res, facts = await run_env(ctx, ev)
+    f = facts["GPUs free"]
+    assert f.status == "fail" and "pid 48211" in f.detail and "on GPU 2" in f.detail and "on GPU 3" in f.detail
+    assert "71230 MiB" in f.detail
+    assert "kill 48211" in f.remedy and "CUDA_VISIBLE_DEVICES=0,1,4,5" in f.remedy
+    assert facts["nvidia-smi"].value == "driver 570.86.15, CUDA 12.8"
+    assert res.status == "failed"
+    # Pointing CUDA_VISIBLE_DEVICES at idle GPUs clears it.
+    ctx, ev = make_ctx(tmp_path, prof, path=path, extra_env={"CUDA_VISIBLE_DEVICES": "0,1,4,5"})
+    _, facts = await run_env(ctx, ev)
+    assert facts["GPUs free"].status == "pass" and facts["GPU count"].status == "pass"
+    assert "GPUs 0, 1, 4, 5 visible" in facts["CUDA_VISIBLE_DEVICES"].detail
+
+
+async def test_cuda_visible_devices_too_few_for_tp_times_pp(tmp_path):
+    path = cuda_setup(tmp_path, "h100x8-two-busy")
+    prof = on_platform(make_profile(models={"target": "org/tiny-8b"}, server={"tensor_parallel_size": 4}), "cuda")
+    ctx, ev = make_ctx(tmp_path, prof, path=path, extra_env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    _, facts = await run_env(ctx, ev)
+    f = facts["GPU count"]
+    assert f.status == "fail" and f.value == "2 visible, TP×PP = 4"
+    assert "at most 2" in f.remedy and "CUDA_VISIBLE_DEVICES=0,1,4,5" in f.remedy
+    ctx, ev = make_ctx(tmp_path, prof, path=path, extra_env={"CUDA_VISIBLE_DEVICES": "0,9"})
+    _, facts = await run_env(ctx, ev)
+    assert facts["CUDA_VISIBLE_DEVICES"].status == "fail" and "9 matches no GPU" in facts["CUDA_VISIBLE_DEVICES"].detail
+
+
+async def test_cuda_model_too_big_for_one_gpu(tmp_path):
+    path = cuda_setup(tmp_path, "h100x4-idle")
+    prof = on_platform(make_profile(models={"target": "openai/gpt-oss-120b"}, server={"tensor_parallel_size": 1}), "cuda")
+    ctx, ev = make_ctx(tmp_path, prof, path=path)
+    _, facts = await run_env(ctx, ev)
+    f = facts["GPU memory fit"]
+    assert f.status == "fail" and "tensor_parallel_size = 4" in f.remedy
+
+
+async def test_cuda_without_nvidia_smi_fails(tmp_path):
+    prof = on_platform(make_profile(), "cuda")
+    ctx, ev = make_ctx(tmp_path, prof)
+    res, facts = await run_env(ctx, ev)
+    assert facts["nvidia-smi"].status == "fail" and "--gpus all" in facts["nvidia-smi"].remedy
+    assert res.status == "failed"
+
+
+def cpu_root(tmp_path: Path, cpuinfo: str, meminfo: str = "meminfo-24g") -> Path:
+    root = tmp_path / "cpuroot"
+    (root / "proc").mkdir(parents=True, exist_ok=True)
+    (root / "proc" / "cpuinfo").write_text((CPU / cpuinfo).read_text())
+    (root / "proc" / "meminfo").write_text((CPU / meminfo).read_text())
+    return root
+
+
+async def test_cpu_avx2_host_with_cpu_build_of_vllm(tmp_path):
+    root = cpu_root(tmp_path, "cpuinfo-epyc-avx2")
+    vbin = make_vllm_venv(tmp_path, vllm="0.32.0+cpu", plugin=None)
+    prof = on_platform(make_profile(models={"target": "org/tiny-1b"}, server={"tensor_parallel_size": 1,
+                                                                              "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}}), "cpu")
+    ctx, ev = make_ctx(tmp_path, prof, root, [vbin])
+    res, facts = await run_env(ctx, ev)
+    assert facts["CPU ISA"].value == "AVX2 (no AVX512)" and facts["CPU ISA"].status == "pass"
+    assert facts["CPU cores"].value == "2 logical"
+    assert facts["RAM"].value.startswith("23.5 GiB total, 19.2 GiB available")
+    assert facts["VLLM_CPU_KVCACHE_SPACE"].status == "pass" and "profile [server.env]" in facts["VLLM_CPU_KVCACHE_SPACE"].value
+    assert facts["vLLM CPU build"].status == "pass"
+    assert "neuron-ls" not in facts and "GPUs" not in facts and "vllm-neuron" not in facts
+    assert res.facts["cpu_isa"] == "avx2" and res.facts["platform"] == "cpu"
+
+
+async def test_cpu_checks_fail_with_values(tmp_path):
+    root = cpu_root(tmp_path, "cpuinfo-no-avx2")
+    vbin = make_vllm_venv(tmp_path, vllm="0.32.0", plugin=None)
+    prof = on_platform(make_profile(models={"target": "org/tiny-1b"}, server={"tensor_parallel_size": 1}), "cpu")
+    ctx, ev = make_ctx(tmp_path, prof, root, [vbin], {"VLLM_CPU_KVCACHE_SPACE": "64"})
+    res, facts = await run_env(ctx, ev)
+    assert facts["CPU ISA"].status == "fail" and "AVX2" in facts["CPU ISA"].remedy
+    kv = facts["VLLM_CPU_KVCACHE_SPACE"]
+    assert kv.status == "fail" and "64 GiB" in kv.value and "19.2 GiB" in kv.detail and "at most" in kv.remedy
+    assert facts["vLLM CPU build"].status == "warn" and "+cpu" in facts["vLLM CPU build"].detail
+    ctx, ev = make_ctx(tmp_path, prof, root, [vbin], {"VLLM_CPU_KVCACHE_SPACE": "lots"})
+    _, facts = await run_env(ctx, ev)
+    assert facts["VLLM_CPU_KVCACHE_SPACE"].status == "fail"
+    root = cpu_root(tmp_path, "cpuinfo-xeon-avx512")
+    ctx, ev = make_ctx(tmp_path, prof, root, [vbin])
+    _, facts = await run_env(ctx, ev)
+    assert facts["CPU ISA"].value == "AVX512 + AMX + BF16" and facts["VLLM_CPU_KVCACHE_SPACE"].status == "info"
+
+
+def test_nvidia_smi_parsers_agree():
+    from tui.core.platforms import parse_nvidia_smi_csv, parse_nvidia_smi_xml
+
+    x = parse_nvidia_smi_xml((SMI / "h100x8-two-busy.xml").read_text())
+    c, driver = parse_nvidia_smi_csv((SMI / "h100x8-two-busy.csv").read_text())
+    assert x.driver_version == driver == "570.86.15" and x.cuda_version == "12.8"
+    assert [g.memory_total_mib for g in x.gpus] == [g.memory_total_mib for g in c] == [81559] * 8
+    assert [g.index for g in x.gpus if g.processes] == [2, 3]
+    assert x.gpus[2].processes[0].pid == 48211 and x.gpus[2].processes[0].used_mib == 71230
+    with pytest.raises(ValueError):
+        parse_nvidia_smi_xml("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
+
+
+# ---------------------------------------------------------------------------------------------
+# the stand-in platform, end to end (the simulator is a platform, not a branch of the engine)
+# ---------------------------------------------------------------------------------------------
+
+
+def _cli(tmp_path: Path, *args: str):
+    import subprocess
+
+    env = dict(os.environ)
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+    for var in ("NEURON_RT_VISIBLE_CORES", "VLLM_ENGINE_READY_TIMEOUT_S", "CUDA_VISIBLE_DEVICES"):
+        env.pop(var, None)
+    return subprocess.run([PY, "-m", "tui", *args], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=240, stdin=subprocess.DEVNULL)
+
+
+def _variant(tmp_path: Path, base: str) -> Path:
+    prof = load_profile(base).with_values({"server.port": free_port()})
+    p = tmp_path / f"{base}.toml"
+    p.write_text(prof.to_toml())
+    return p
+
+
+@pytest.mark.parametrize("base, fact, diag", [("demo-tp8", "HBM fit", "hbm-allocation-failure"),
+                                              ("demo-cores-busy", "Neuron cores free", "neuron-cores-busy")])
+def test_stand_in_faults_fail_in_the_env_step_before_any_launch(tmp_path, base, fact, diag):
+    run_dir = tmp_path / "run"
+    r = _cli(tmp_path, "--profile", str(_variant(tmp_path, base)), "--headless", "--steps", "env",
+             "--run-dir", str(run_dir))
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr and f"✗ {fact}" in r.stderr
+    rep = json.loads((run_dir / "report.json").read_text())
+    assert diag in {d["id"] for d in rep["diagnostics"]}
+    env = json.loads((run_dir / "env.json").read_text())
+    failed = [f["name"] for f in env["facts"] if f["status"] == "fail"]
+    assert failed == [fact], failed
+    facts = {f["name"]: f for f in env["facts"]}
+    assert facts["instance type"]["value"] == "trn2.48xlarge" and facts["neuron-ls"]["status"] == "pass"
+    assert facts["vLLM"]["value"] == "0.24.0" and facts["vllm-neuron"]["value"] == "0.24.0.1.1.0"
+    if base == "demo-tp8":
+        assert "tensor_parallel_size = 16" in facts[fact]["remedy"]
+    else:
+        assert "kill " in facts[fact]["remedy"]
+    assert not list(run_dir.glob("*.serve.log"))  # nothing was launched
+    assert (run_dir / "stand-in.log").is_file()
+
+
+def test_stand_in_demo_passes_env_checkpoints_dataset(tmp_path):
+    run_dir = tmp_path / "run"
+    r = _cli(tmp_path, "--profile", str(_variant(tmp_path, "demo")), "--headless", "--steps", "env,checkpoints,dataset",
+             "--run-dir", str(run_dir))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "stand-in platform: simulated trn2.48xlarge" in r.stderr
+    state = json.loads((run_dir / "state.json").read_text())
+    assert [state["steps"][s]["status"] for s in ("env", "checkpoints", "dataset")] == ["passed"] * 3
+    env = state["steps"]["env"]["facts"]
+    assert env["platform"] == "neuron" and env["simulated"] is True and env["vllm_version"] == "0.24.0"
+    assert env["bench_has_transformers"] is True  # the stand-in's stub
+    # The stand-in's files are gone once the run is over.
+    sysroot = json.loads((run_dir / "env.json").read_text())["sysroot"]
+    assert not Path(sysroot).exists()
+
+
+def test_stand_in_transformers_stub(tmp_path):
+    from tui.sim.standin import build
+
+    msg = build(tmp_path / "p", {"vllm_version": "0.33.0", "fault": "none"}, {"PATH": os.environ.get("PATH", "")}, None)
+    code = ("from transformers import AutoTokenizer\nimport importlib.metadata as md\n"
+            "t = AutoTokenizer.from_pretrained('openai/gpt-oss-120b', trust_remote_code=True)\n"
+            "s = t.apply_chat_template([{'role': 'user', 'content': 'Hello world, 1 2 3'}], add_generation_prompt=True, tokenize=False)\n"
+            "ids = t(s).input_ids\nassert t.decode(ids) == s and t.encode(s) == ids and t.chat_template\n"
+            "print(md.version('vllm'), md.version('vllm-neuron'), len(ids), s)\n")
+    import subprocess
+
+    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": msg["env"]["PYTHONPATH"]})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("0.33.0 0.33.0.1.0.0 ") and "<|start|>assistant" in out.stdout
+    assert msg["placeholders"] == {} and "HF_TOKEN" in msg["unset"]
+    assert msg["env"]["PATH"].startswith(str(tmp_path / "p" / "bin"))
+
+
+async def test_sdk233_plugin_reports_the_precompile_cache(tmp_path):
+    root, path = good_setup(tmp_path, vllm="0.29.0", plugin="0.29.0.1.2.0")
+    ctx, ev = make_ctx(tmp_path, make_profile(), root, path)
+    _, facts = await run_env(ctx, ev)
+    f = facts["precompile cache"]
+    assert f.value == "off" and "neuron_native" in f.remedy
+    assert facts["Neuron SDK"].value == "2.32"  # tools 2.32 in good_setup win; the plugin alone says 2.33
+    prof = make_profile(server={"env": {"VLLM_NEURON_BACKEND": "neuron_native"}})
+    ctx, ev = make_ctx(tmp_path, prof, root, path)
+    _, facts = await run_env(ctx, ev)
+    assert facts["precompile cache"].value == "on"
+    ctx, ev = make_ctx(tmp_path, make_profile(), root, [make_vllm_venv(tmp_path, name="v24")])
+    _, facts = await run_env(ctx, ev)
+    assert "precompile cache" not in facts  # 0.24 has no such cache
+
+
+def test_stand_in_with_vllm_033_has_bench_dataset_support(tmp_path):
+    # vLLM >= 0.32 on the stand-in: the sonnet prompts go through custom JSONL; the platform has pandas.
+    prof = load_profile("demo").with_values({"server.port": free_port(), "simulation.vllm_version": "0.33.0"})
+    p = tmp_path / "v033.toml"
+    p.write_text(prof.to_toml())
+    run_dir = tmp_path / "run"
+    r = _cli(tmp_path, "--profile", str(p), "--headless", "--steps", "env", "--run-dir", str(run_dir))
+    env = json.loads((run_dir / "env.json").read_text())
+    facts = {f["name"]: f for f in env["facts"]}
+    assert facts["bench dataset support"]["status"] == "pass", facts["bench dataset support"]
+    assert facts["sonnet dataset"]["status"] == "info"
+    assert env["stored"]["bench_has_pandas"] is True and env["stored"]["bench_has_transformers"] is True
+    # vllm-neuron 0.33.0.1.0.0 is not in Neuron's SDK table: the SDK is unknown, a warning, not a failure.
+    assert r.returncode == 0, r.stderr[-2000:]

@@ -76,6 +76,29 @@ def children() -> list[psutil.Process]:
     return out
 
 
+def run_children() -> list[psutil.Process]:
+    """children() without the run's stand-in platform (and its watchdog), which lives until the run closes."""
+    procs = children()
+    platform: set[int] = set()
+    for p in procs:
+        try:
+            cmd = p.cmdline()
+        except psutil.Error:
+            continue
+        if "stand-in" in cmd and "tui.sim" in cmd:
+            platform.add(p.pid)
+    out = []
+    for p in procs:
+        try:
+            cmd = p.cmdline()
+        except psutil.Error:
+            continue
+        if p.pid in platform or ("tui.core.watchdog" in cmd and cmd and cmd[-1].isdigit() and int(cmd[-1]) in platform):
+            continue
+        out.append(p)
+    return out
+
+
 @asynccontextmanager
 async def running(app: SpecdecApp, messages: list | None = None):
     """app.run_test at 80×24; whatever happens, the run's processes are gone afterwards."""
@@ -196,10 +219,27 @@ async def test_keyboard_walkthrough_from_profile_to_results_matches_the_headless
     assert children() == []
 
 
-async def test_tp8_fault_demo_shows_the_hbm_diagnosis_panel(isolated):
+async def test_tp8_fault_demo_fails_in_the_environment_step_first(isolated):
     tmp = isolated
     prof_path = fast_profile_file(tmp, **{"server.tensor_parallel_size": 8})
     app = SpecdecApp(load_profile(str(prof_path)), tmp / "run")
+    async with running(app) as pilot:
+        await pilot.press("a")
+        await pilot.pause()
+        await wait(app.step_done.wait(), pilot)
+        assert app.status["env"] == "failed" and app.failed_step == "env"
+        results = app.query_one("#pane-results")
+        assert [d.id for d in results.diagnoses] == ["hbm-allocation-failure"]
+        assert "tensor-parallel-size 8" in results.diagnoses[0].remedy
+        assert app.status["baseline"] == "pending"  # nothing was launched
+    assert children() == []
+
+
+async def test_tp8_fault_demo_shows_the_hbm_diagnosis_panel(isolated):
+    # Launched anyway (the environment step not requested), the server fails in warmup the same way.
+    tmp = isolated
+    prof_path = fast_profile_file(tmp, **{"server.tensor_parallel_size": 8})
+    app = SpecdecApp(load_profile(str(prof_path)), tmp / "run", steps=["baseline", "eagle3", "results"])
     async with running(app) as pilot:
         await pilot.press("a")  # accept the profile and run everything unattended
         await pilot.pause()
@@ -221,7 +261,7 @@ async def test_tp8_fault_demo_shows_the_hbm_diagnosis_panel(isolated):
         await wait(app.step_done.wait(), pilot)
         assert app.status["baseline"] == "failed"
         assert any("attempt 2" in line for line in app.query_one("#pane-baseline").log_view.lines)
-        assert children() == []
+        assert run_children() == []
         # Export writes an interim report while the run is still open.
         await pilot.press("e")
         await pilot.pause()
@@ -232,7 +272,7 @@ async def test_tp8_fault_demo_shows_the_hbm_diagnosis_panel(isolated):
         await asyncio.wait_for(app.shutdown_done.wait(), STEP_TIMEOUT_S)
     assert app.return_value == 1
     report = json.loads((tmp / "run" / "report.json").read_text())
-    assert [s["status"] for s in report["steps"]][3:] == ["failed", "skipped", "skipped"]
+    assert [s["status"] for s in report["steps"]] == ["failed", "skipped", "skipped"]  # baseline, eagle3, results
     assert report["diagnostics"][0]["id"] == "hbm-allocation-failure"
     assert children() == []
 
@@ -260,7 +300,7 @@ async def test_quitting_mid_launch_asks_then_stops_the_server_and_leaves_no_proc
     async with running(app) as pilot:
         await pilot.press("a")
         await wait(launched.wait(), pilot)
-        server_pids = [p.pid for p in children()]
+        server_pids = [p.pid for p in run_children()]
         assert server_pids, "the simulated server should be running"
         await pilot.press("ctrl+q")
         await pilot.pause()
@@ -295,7 +335,7 @@ async def test_stop_server_interrupts_the_launch_and_retry_is_offered(isolated):
         await wait(app.step_done.wait(), pilot)
         assert app.status["baseline"] == "interrupted" and app.failed_step == "baseline"
         assert app.check_action("retry", ()) is True
-        assert children() == []
+        assert run_children() == []
         await pilot.press("ctrl+q")  # nothing runs: no question asked
         await asyncio.wait_for(app.shutdown_done.wait(), STEP_TIMEOUT_S)
     assert app.return_value == 130

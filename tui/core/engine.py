@@ -5,8 +5,9 @@ Both front ends (headless and Textual) drive this class and nothing else, throug
 `retry(step, profile=...)` (run a failed step again, optionally with corrected settings), `interim_report()`
 and `finish()`. The engine alone decides what runs next, what a retry resets, which diagnoses belong to the
 report (those of each step's latest attempt) and the exit code. It owns the run directory (state.json
-after every step, report at the end), the loopback hub of simulated runs, and the cleanup of every child
-process, whatever way the run ends.
+after every step, report at the end), the profile's stand-in platform (a `[stand_in]` command started
+like a server, whose one JSON line of environment and placeholders the run then uses), and the cleanup of
+every child process, whatever way the run ends.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from .rundir import (
     stale_running_steps,
 )
 from .steps.base import StepContext, StepResult
+from .supervisor import ManagedProcess
 
 
 class ExitCode(IntEnum):
@@ -68,6 +70,9 @@ EXIT_USAGE = ExitCode.USAGE
 EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 # A run directory that cannot be written (RunDirUnwritable): exit 2 when nothing could be written at all
 # (the run never started: like a bad --run-dir), exit 1 when it happens once steps have run (the run failed).
+
+STAND_IN_TIMEOUT_S = 60.0
+STAND_IN_GRACE_S = 5.0
 
 STEP_MODULES = {sid: f"tui.core.steps.{sid}" for sid in STEP_IDS}
 
@@ -101,7 +106,11 @@ class Engine:
         self.run = RunDir(run_dir)
         self.verbose = verbose
         self.results: dict[str, StepResult] = {}
-        self._hub: Any = None
+        self.platform_error = ""  # set when the profile's stand-in platform could not be started
+        self.stand_in_notice = ""
+        self._opened: asyncio.Event | None = None  # set once open() has applied the stand-in platform
+        self._open_task: asyncio.Future[None] | None = None
+        self._stand_in: ManagedProcess | None = None
         self.ctx = StepContext(profile=profile, run=self.run, emit=self._emit,
                                ph=Placeholders(run_dir=str(self.run.path)), verbose=verbose)
         # Secrets of this run (the profile's server.env, the run's environment) are redacted on every channel.
@@ -121,6 +130,7 @@ class Engine:
         self.attempts: dict[str, int] = {}
         self.opened = False
         self._open_attempted = False
+        self._stale: tuple[list[str], str, str] | None = None
         self.unwritable: RunDirUnwritable | None = None
         self.refused: RunDirStateError | None = None
         self._opened_steps = False
@@ -176,40 +186,96 @@ class Engine:
         except Exception:  # a broken front end must not kill the run
             pass
 
-    # -- simulated backend ----------------------------------------------------------------------
-    def _start_simulation(self) -> None:
-        if not self.profile.simulated:
+    # -- stand-in platform ---------------------------------------------------------------------
+    async def _start_stand_in(self) -> None:
+        """Start the profile's [stand_in] command (a supervised child like a server), read its one JSON line
+        {"env": {...}, "unset": [...], "placeholders": {...}, "notice": "..."} and apply it to the run."""
+        spec = self.profile.raw.get("stand_in")
+        cmd = spec.get("command") if isinstance(spec, dict) else None
+        if not cmd:
+            if self.profile.simulated:
+                self.stand_in_notice = ("this profile has a [simulation] table but no [stand_in] command, so nothing "
+                                        "stands in for the platform: the steps check this machine as it is. Add "
+                                        '[stand_in] command = ["{python}", "-m", "tui.sim", "stand-in", "--profile", '
+                                        '"{run_dir}/profile.toml"] (or extends = "demo") to run on the simulator.')
             return
-        sim = self.profile.data["simulation"]
-        self.ctx.environ["SPECDEC_SIM"] = json.dumps(sim)
-        if sim.get("hub", True):
-            from tui.sim.hub import start_hub  # the loopback hub + dataset mirror
+        argv = [self.ctx.ph.resolve(str(x)) for x in cmd]
+        loop = asyncio.get_running_loop()
+        first: asyncio.Future[dict[str, Any]] = loop.create_future()
+        seen: list[str] = []
 
-            self._hub = start_hub(host="127.0.0.1", port=0)
-            self.ctx.ph.sim_hub = self._hub.url
-            env = self.ctx.environ
-            env["HF_ENDPOINT"] = self._hub.url
-            # Stand-in configs must never land in the operator's real Hugging Face cache (a fake
-            # refs/main there would mislead a later real run), and no token goes to the stand-in hub.
-            env["HF_HOME"] = str(Path(self.ctx.ph.cache_dir) / "sim-hf-home")
-            for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
-                env.pop(var, None)
+        def on_line(line: str, ts: float) -> None:
+            if first.done():
+                return
+            text = line.strip()
+            if text.startswith("{"):
+                try:
+                    msg = json.loads(text)
+                except ValueError:
+                    msg = None
+                if isinstance(msg, dict):
+                    first.set_result(msg)
+                    return
+            if text:
+                seen.append(text)
 
-    def _stop_simulation(self) -> None:
-        if self._hub is not None:
-            try:
-                self._hub.stop()
-            finally:
-                self._hub = None
+        proc = ManagedProcess(argv, env=dict(self.ctx.environ), log_path=self.run.file("stand-in.log"),
+                              on_line=on_line, cwd=str(self.run.path), grace_s=STAND_IN_GRACE_S)
+        shown = " ".join(argv)
+        try:
+            await proc.start()
+        except asyncio.CancelledError:
+            proc.kill_now()
+            raise
+        except (FileNotFoundError, OSError) as exc:
+            self.platform_error = (f"the profile's [stand_in] command could not be started ({exc}): `{shown}`. "
+                                   "Fix [stand_in] command in the profile (the simulator's is "
+                                   '["{python}", "-m", "tui.sim", "stand-in", "--profile", "{run_dir}/profile.toml"]).')
+            return
+        self.ctx.cleanups.append(proc)
+        self._stand_in = proc
+        waiter = asyncio.ensure_future(proc.wait())
+        try:
+            done, _ = await asyncio.wait({first, waiter}, timeout=STAND_IN_TIMEOUT_S,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+        if first.done():
+            self._apply_stand_in(first.result())
+            return
+        why = (f"exited with status {proc.returncode}" if proc.returncode is not None
+               else f"printed no JSON line within {STAND_IN_TIMEOUT_S:.0f} s")
+        last = redact(seen[-1][:300]) if seen else "no output"
+        self.platform_error = (f"the stand-in platform `{shown}` {why} (last output: {last}); its log is "
+                               f"{self.run.file('stand-in.log')}. Fix the [stand_in] command or the cause shown, "
+                               "then rerun.")
+
+    def _apply_stand_in(self, msg: dict[str, Any]) -> None:
+        env = self.ctx.environ
+        for var in msg.get("unset") or []:
+            env.pop(str(var), None)
+        for k, v in (msg.get("env") or {}).items():
+            env[str(k)] = str(v)
+        for k, v in (msg.get("placeholders") or {}).items():
+            if hasattr(self.ctx.ph, str(k)):
+                setattr(self.ctx.ph, str(k), str(v))
+        if msg.get("notice"):
+            self.stand_in_notice = str(msg["notice"])
 
     # -- cleanup ---------------------------------------------------------------------------------
-    async def _cleanup(self) -> None:
-        while self.ctx.cleanups:
-            proc = self.ctx.cleanups.pop()
+    async def _cleanup(self, keep_platform: bool = False) -> None:
+        """Stop registered children, last registered first (so the stand-in platform goes last)."""
+        kept = [p for p in self.ctx.cleanups if keep_platform and p is self._stand_in]
+        while [p for p in self.ctx.cleanups if p not in kept]:
+            proc = next(p for p in reversed(self.ctx.cleanups) if p not in kept)
+            self.ctx.cleanups.remove(proc)
             try:
                 await asyncio.shield(proc.stop())
             except Exception:
                 proc.kill_now()
+        if not keep_platform:
+            self._stand_in = None
 
     def hurry(self, grace_s: float = 1.0) -> None:
         """Nobody is watching any more (the terminal went away): from now on every child is stopped with a
@@ -225,11 +291,11 @@ class Engine:
                 proc.kill_now()
             except OSError:
                 pass
-        self._stop_simulation()
 
     # -- running -----------------------------------------------------------------------------------
     async def run_step(self, sid: str) -> StepResult:
         """Run one step (a first attempt or a retry). Diagnoses of the step's earlier attempt are dropped."""
+        await self.ready()  # a front end may ask for a step while open() still starts the stand-in
         title = STEP_TITLES[sid]
         if self.refused is not None or self.unwritable is not None:
             why = "not run: the run directory cannot be used (see above)"
@@ -246,7 +312,9 @@ class Engine:
         try:
             self.run.update_step(sid, status="running", started=time.time())
             self._opened_steps = True
-            if not step_available(sid):
+            if self.platform_error:
+                res = StepResult("failed", self.platform_error)
+            elif not step_available(sid):
                 res = StepResult("unavailable", "not available in this version")
             else:
                 mod = importlib.import_module(STEP_MODULES[sid])
@@ -300,11 +368,14 @@ class Engine:
         return res
 
     async def open(self) -> None:
-        """Start a run: state.json, profile.toml, the simulated backend; emits RunStarted. Once only."""
+        """Start a run: state.json, profile.toml, then (in the background) the profile's stand-in platform and
+        RunStarted. Returns at once; run_step waits until the platform is up, so a front end that asks for a
+        step right away gets it on the platform, and RunStarted always comes before the first step. Once only."""
         if self._open_attempted:
             return
         self._open_attempted = True
         prof = self.profile
+        self._opened = asyncio.Event()
         # A reused run directory: its state must be sound, this profile's, and not in use (else refused, untouched).
         try:
             if self.run.state_error is not None:
@@ -313,6 +384,7 @@ class Engine:
         except RunDirStateError as exc:
             self.refused = exc
             self._emit(Notice("", "error", str(exc)))
+            self._opened.set()
             return
         stale = stale_running_steps(self.run.state)
         if stale:
@@ -330,31 +402,63 @@ class Engine:
             self.run.write_text("profile.toml", prof.to_toml())
         except RunDirUnwritable as err:
             self._unwritable_seen(err)
+            self._opened.set()
             return
-        self._start_simulation()  # before RunStarted, so placeholders such as {sim_hub} resolve from then on
         self.opened = True
-        self._emit(RunStarted("", prof.name, str(self.run.path), tuple(self.steps), prof.simulated))
-        if self._hub is not None:
-            self._emit(Notice("", "info", f"simulated backend: loopback hub and dataset mirror at {self._hub.url}"))
-        if stale:
-            self._emit(Notice("", "warning", f"{', '.join(stale)} was left running by {who}, which is gone: shown as "
-                                             f"interrupted. Continue it with --run-dir {self.run.path} --steps "
-                                             f"{','.join(stale)} (or the steps you need)."))
-            for sid in stale:  # front ends show it as interrupted (the wizard offers a retry)
-                if sid not in self.steps:
-                    self._emit(StepFinished(sid, "interrupted", 0.0, why))
+        self._stale = (stale, who, why) if stale else None
+        self._open_task = asyncio.ensure_future(self._finish_open())
+
+    async def ready(self) -> None:
+        """Wait until open() has brought the run's platform up (or failed to)."""
+        if self._opened is not None:
+            await self._opened.wait()
+
+    async def _finish_open(self) -> None:
+        prof = self.profile
+        try:
+            try:
+                await self._start_stand_in()  # before RunStarted, so {sim_hub} and friends resolve from then on
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug or an odd environment: the run reports it, every step fails on it
+                atomic_write_text(self.run.file("stand-in.error.log"), traceback.format_exc())
+                self.platform_error = (f"the stand-in platform could not be started: {type(exc).__name__}: "
+                                       f"{redact(str(exc))} (traceback in stand-in.error.log)")
+            self._emit(RunStarted("", prof.name, str(self.run.path), tuple(self.steps), prof.simulated))
+            if self.stand_in_notice:
+                self._emit(Notice("", "info", self.stand_in_notice))
+            if self.platform_error:
+                self._emit(Notice("", "error", self.platform_error))
+            if self._stale:
+                stale, who, why = self._stale
+                self._emit(Notice("", "warning", f"{', '.join(stale)} was left running by {who}, which is gone: "
+                                                 f"shown as interrupted. Continue it with --run-dir {self.run.path} "
+                                                 f"--steps {','.join(stale)} (or the steps you need)."))
+                for sid in stale:  # front ends show it as interrupted (the wizard offers a retry)
+                    if sid not in self.steps:
+                        self._emit(StepFinished(sid, "interrupted", 0.0, why))
+        finally:
+            self._opened.set()  # type: ignore[union-attr]
 
     async def stop_children(self) -> None:
-        """Stop every server / bench process this run started (SIGINT → SIGTERM → SIGKILL)."""
-        await self._cleanup()
+        """Stop every server / bench process this run started (SIGINT → SIGTERM → SIGKILL); the stand-in
+        platform stays up until close()."""
+        await self._cleanup(keep_platform=True)
 
     async def close(self, code: int | None = None) -> int:
-        """End a run: stop children, stop the simulated backend, write the report; emits RunFinished.
+        """End a run: stop children (the stand-in platform last), write the report; emits RunFinished.
         Front ends call `finish()`, which decides the code; `close` takes it as given."""
         if code is None:
             code = self.current_exit_code()
+        task, self._open_task = self._open_task, None
+        if task is not None and not task.done() and code == EXIT_INTERRUPTED:
+            task.cancel()  # otherwise let the platform come up (bounded by STAND_IN_TIMEOUT_S) and stop it
+        if task is not None:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
         await self._cleanup()
-        self._stop_simulation()
         if self.refused is not None:
             code = EXIT_USAGE
         elif self.unwritable is not None:

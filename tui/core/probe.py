@@ -5,7 +5,9 @@
 `#!/usr/bin/env python3` and pip's `/bin/sh` trampoline for long paths). `run_probe` then runs
 `PROBE_SOURCE` in that interpreter with `-c`: it reports, through importlib.metadata only, the vLLM and
 vllm-neuron distributions, the `vllm.platform_plugins` entry points, a few Neuron package versions,
-sys.version, and whether `vllm_neuron` can be found (importlib.util.find_spec — nothing is imported).
+sys.version, and whether `vllm_neuron` can be found (importlib.util.find_spec — vLLM is never imported);
+then, on a second marker line, whether pandas and transformers really import (what `vllm bench serve`
+needs: pandas for `--dataset-name custom`, transformers for the tokenizer).
 `probe_vllm_version(profile, ph, environ)` is the blocking one-call form other steps use.
 """
 
@@ -29,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 PROBE_TIMEOUT_S = 20.0
 MARKER = "SPECDEC_PROBE_JSON "
+IMPORTS_MARKER = "SPECDEC_PROBE_IMPORTS "
 
 # Runs in the foreign interpreter: keep it compatible with old Pythons (no f-strings, no walrus) so a too-old
 # interpreter still reports its version instead of a SyntaxError.
@@ -107,6 +110,19 @@ except Exception as exc:
     out["errors"].append("importlib.util: %r" % (exc,))
 out["find_spec"] = find
 sys.stdout.write("\n''' + MARKER + r'''" + json.dumps(out) + "\n")
+sys.stdout.flush()
+# What `vllm bench serve` needs beyond vLLM: pandas (--dataset-name custom) and transformers (the tokenizer).
+# These are really imported (a broken install fails here as it would in the bench); the metadata above is
+# already out in case an import brings the interpreter down.
+imports = {}
+for mod in ("pandas", "transformers"):
+    try:
+        m = __import__(mod)
+        imports[mod] = {"ok": True, "version": str(getattr(m, "__version__", "") or ""),
+                        "origin": str(getattr(m, "__file__", "") or "")}
+    except BaseException as exc:
+        imports[mod] = {"ok": False, "error": ("%s: %s" % (type(exc).__name__, exc))[:300]}
+sys.stdout.write("\n''' + IMPORTS_MARKER + r'''" + json.dumps(imports) + "\n")
 sys.stdout.flush()
 '''
 
@@ -241,12 +257,23 @@ async def run_capture(argv: list[str], environ: dict[str, str], timeout: float,
 
 
 def _probe_result(argv: list[str], rc: int | None, out: str, err: str) -> ProbeResult:
-    for line in reversed(out.splitlines()):
+    lines = out.splitlines()
+    imports: dict[str, Any] = {}
+    for line in lines:
+        if line.startswith(IMPORTS_MARKER):
+            try:
+                got = json.loads(line[len(IMPORTS_MARKER):])
+            except ValueError:
+                got = None
+            if isinstance(got, dict):
+                imports = got
+    for line in reversed(lines):
         if line.startswith(MARKER):
             try:
                 data = json.loads(line[len(MARKER):])
             except ValueError:
                 break
+            data["imports"] = imports  # {} when the interpreter died while importing pandas/transformers
             return ProbeResult(True, data, argv=argv, returncode=rc)
     tail = (err.strip().splitlines() or [""])[-1][:300]
     if rc is None:
@@ -287,10 +314,18 @@ def server_launch_env(profile: "Profile", ph: "Placeholders", environ: dict[str,
     return {**environ, **{k: ph.resolve(v) for k, v in profile.server.env.items()}}
 
 
+def bench_imports(probe: ProbeResult) -> tuple[bool | None, bool | None]:
+    """(pandas imports, transformers imports) in the probed interpreter; None when not known."""
+    imp = probe.data.get("imports") if probe.ok else None
+    if not imp:
+        return None, None
+    return ((imp.get("pandas") or {}).get("ok") if "pandas" in imp else None,
+            (imp.get("transformers") or {}).get("ok") if "transformers" in imp else None)
+
+
 def probe_vllm_version(profile: "Profile", ph: "Placeholders", environ: dict[str, str]) -> str | None:
-    """The vLLM version the profile's `server.command` runs (simulated: [simulation] vllm_version). Blocking."""
-    if profile.simulated:
-        return str(profile.data["simulation"]["vllm_version"])
+    """The vLLM version the profile's `server.command` runs (in the run's environment: on a stand-in platform
+    that is the stand-in's stub `vllm`). Blocking."""
     env = server_launch_env(profile, ph, environ)
     interp = find_server_interpreter(ph.resolve(profile.server.command[0]), env)
     res = run_probe_sync(interp, env)

@@ -81,8 +81,8 @@ def plugin_vllm_part(plugin_version: str | None) -> str | None:
 
 
 # SDK release <-> package versions (neuron.md §3.4).
-_PLUGIN_SDK = {"0.21.0.1.0.0": "2.31", "0.24.0.1.1.0": "2.32"}
-_PLUGIN_VLLM_SDK = {"0.21.0": "2.31", "0.24.0": "2.32"}
+_PLUGIN_SDK = {"0.21.0.1.0.0": "2.31", "0.24.0.1.1.0": "2.32", "0.29.0.1.2.0": "2.33"}
+_PLUGIN_VLLM_SDK = {"0.21.0": "2.31", "0.24.0": "2.32", "0.29.0": "2.33"}
 
 
 def sdk_from_tools(version: str | None) -> str | None:
@@ -102,7 +102,7 @@ def sdk_from_neuronx_cc(version: str | None) -> str | None:
 
 
 def sdk_from_plugin(version: str | None) -> str | None:
-    """vllm-neuron 0.21.0.1.0.0 -> 2.31, 0.24.0.1.1.0 -> 2.32 (other versions: unknown)."""
+    """vllm-neuron 0.21.0.1.0.0 -> 2.31, 0.24.0.1.1.0 -> 2.32, 0.29.0.1.2.0 -> 2.33 (others: unknown)."""
     if not version:
         return None
     t = version_tuple(version)

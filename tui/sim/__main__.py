@@ -9,8 +9,8 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     prog = "vllm"
     if not args or args[0] in ("-h", "--help"):
-        print(f"usage: {prog} {{serve,bench,hub}} ...\n\nspecdec-tui's simulated vLLM (serve, bench serve) "
-              "and loopback Hugging Face hub (hub).")
+        print(f"usage: {prog} {{serve,bench,hub,stand-in}} ...\n\nspecdec-tui's simulated vLLM (serve, bench serve), "
+              "loopback Hugging Face hub (hub) and stand-in platform (stand-in --profile FILE).")
         return 0 if args else 2
     cmd, rest = args[0], args[1:]
     if cmd == "serve":
@@ -25,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
         from .bench import main as bench_main
 
         return bench_main(rest[1:])
+    if cmd == "stand-in":
+        from .standin import main as standin_main
+
+        return standin_main(rest)
     if cmd == "hub":
         from .hub import main as hub_main
 
@@ -34,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(sim_config().get("vllm_version", "0.24.0"))
         return 0
-    print(f"{prog}: error: argument subparser: invalid choice: {cmd!r} (choose from 'serve', 'bench', 'hub')",
+    print(f"{prog}: error: argument subparser: invalid choice: {cmd!r} (choose from 'serve', 'bench', 'hub', 'stand-in')",
           file=sys.stderr)
     return 2
 

@@ -623,9 +623,7 @@ def _disk_fact(f: _Facts, ctx: StepContext, hs: HubSettings, probes: list[ModelP
         return info
     text = f"{_gb(free)} free, {_gb(needed)} to download"
     detail = f"HF cache {hs.cache_dir} (on the filesystem of {measured})"
-    if ctx.profile.simulated:
-        f.add("disk space", text, "info", detail + "; simulated run: nothing is downloaded")
-    elif free >= needed:
+    if free >= needed:
         f.add("disk space", text, "pass", detail)
     else:
         f.add("disk space", text, "fail", detail + f"; short by {_gb(needed - free)}",
@@ -810,7 +808,7 @@ def _shared_failure(a: ModelProbe, b: ModelProbe) -> HubFailure | None:
 
 async def run(ctx: StepContext, *, timeout_s: float | None = None) -> StepResult:
     rec = FactRecorder(ctx, STEP)
-    hs = hub_settings(ctx.environ, sim_hub=ctx.ph.sim_hub if ctx.profile.simulated else "", timeout_s=timeout_s)
+    hs = hub_settings(ctx.environ, sim_hub=ctx.ph.sim_hub, timeout_s=timeout_s)
     f = _Facts(rec, hs.secrets)
     target_name = ctx.ph.resolve(ctx.profile.models.target)
     draft_name = ctx.ph.resolve(ctx.profile.draft_model)

@@ -3,28 +3,36 @@
 Every fact is pass / warn / fail / info with a one-line remedy. Filesystem roots come from
 `ctx.environ["SPECDEC_SYSROOT"]` (default "/"), tools from ctx.environ["PATH"] plus /opt/aws/neuron/bin.
 The vLLM facts come from a probe run in the interpreter that owns the profile's `server.command[0]`.
+The platform checks (tui/core/platforms.py) follow the profile's `platform`: neuron (instance type,
+/dev/neuron*, neuron-ls cores / busy cores / HBM per core, SDK, vllm-neuron and its vLLM pin), cuda
+(nvidia-smi: driver, CUDA, GPUs, memory, CUDA_VISIBLE_DEVICES, busy GPUs) or cpu (ISA, cores, RAM,
+VLLM_CPU_KVCACHE_SPACE). A stand-in platform (the simulator) is seen through the same files and tools.
 
 Stored for later steps (StepResult.facts, i.e. ctx.shared["env"]):
-  simulated, vllm_version, vllm_neuron_version, neuron_sdk, python (interpreter path), python_version,
-  sonnet_available, bench_prints_spec_decode, instance_type, neuron_devices, logical_cores, lnc,
-  hf_hub_cache, vllm_cache_root, compile_cache_dir, compile_cache_entries, port_free.
-Artifact: env.json (facts, stored values, probe output, neuron-ls, SDK signals).
+  platform, simulated (reported only), vllm_version, vllm_neuron_version, neuron_sdk, python / vllm_python
+  (interpreter path), python_version, sonnet_available, bench_prints_spec_decode, bench_has_pandas,
+  bench_has_transformers, instance_type, neuron_devices, logical_cores, lnc, hbm_fits, hf_hub_cache,
+  vllm_cache_root, compile_cache_dir, compile_cache_entries, port_free; cuda: gpus, visible_gpus,
+  driver_version, cuda_version; cpu: cpu_isa, cpu_cores.
+Artifact: env.json (facts, stored values, probe output, neuron-ls / nvidia-smi, SDK signals).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from ..diagnostics import from_env_facts
+from .. import platforms as plat
+from ..diagnostics import from_env_facts, hbm as hbm_diagnosis
 from ..events import Artifact
-from ..probe import Interpreter, ProbeResult, find_server_interpreter, run_capture, run_probe, server_launch_env
+from ..probe import (Interpreter, ProbeResult, bench_imports, find_server_interpreter, run_capture, run_probe,
+                     server_launch_env)
 from ..sysinfo import (
-    DEVICES_PER_INSTANCE,
     GB,
     NeuronLs,
     compile_cache_entries,
@@ -36,23 +44,16 @@ from ..sysinfo import (
     hf_repo_cached_bytes,
     is_numeric_host,
     neuron_device_nodes,
-    neuron_sysfs_devices,
-    parse_core_list,
     parse_neuron_ls,
     parse_neuronx_cc_version,
-    plugin_vllm_part,
     port_error_text,
     port_holders,
     bind_error,
-    process_command,
-    ranges,
+    read_text,
     same_filesystem,
-    sdk_from_neuronx_cc,
-    sdk_from_plugin,
-    sdk_from_tools,
     search_path,
     sysroot,
-    version_ge,
+    under,
     version_tuple,
     vllm_cache_root,
     which,
@@ -63,26 +64,17 @@ STEP = "env"
 
 RT_VISIBLE_CORES_MSG = ("NEURON_RT_VISIBLE_CORES cannot be used with multi-processing execution on vLLM. "
                         "Set NEURON_VISIBLE_DEVICES to control device visibility.")
-MIN_PLUGIN = (0, 21, 0, 1, 0, 0)
-MIN_PYTHON = (3, 11)
+MIN_PYTHON = {"neuron": (3, 11), "cuda": (3, 10), "cpu": (3, 10)}
 SONNET_REMOVED = (0, 32)
 SPEC_STATS_SINCE = (0, 14)
 # Conservative download size of the tutorial pair: ~65 GB MXFP4 target + ~1.7 GB EAGLE3 draft.
 TUTORIAL_MODELS = {"openai/gpt-oss-120b", "redhatai/gpt-oss-120b-speculator.eagle3"}
 TUTORIAL_BYTES = 70 * GB
 NEURON_LS_TIMEOUT_S = 15.0
+NVIDIA_SMI_TIMEOUT_S = 20.0
 PKG_TIMEOUT_S = 5.0
-SIMULATED = "simulated"
-
-
-def _install_remedy(root: Path, placeholder: bool = False) -> str:
-    pre = "pip uninstall vllm-neuron, then " if placeholder else ""
-    venvs = dlami_vllm_venvs(root)
-    if venvs:
-        return (f"{pre}use the Neuron DLAMI venv: source {venvs[-1]}/bin/activate "
-                "(or install vllm-neuron from the Neuron repository)")
-    return (f"{pre}install vllm-neuron from the Neuron repository (pip.repos.neuron.amazonaws.com) "
-            "or use a Neuron DLAMI venv (/opt/aws_neuronx_venv_*vllm*)")
+NVIDIA_QUERY = "--query-gpu=index,name,memory.total,memory.used,driver_version"
+_env_lookup = plat.env_lookup
 
 
 async def _neuron_ls(exe: str | None, environ: dict[str, str]) -> dict[str, Any]:
@@ -116,45 +108,75 @@ async def _tools_version(path: str, environ: dict[str, str]) -> tuple[str | None
     return None, ""
 
 
-def _env_lookup(name: str, environ: dict[str, str], server_env: dict[str, str]) -> tuple[str | None, str]:
-    """(value, where) with the profile's server.env taking precedence (it is applied on top at launch)."""
-    if name in server_env:
-        return server_env[name], "profile [server.env]"
-    if name in environ:
-        return environ[name], "the environment"
-    return None, ""
+async def _nvidia_smi(exe: str | None, environ: dict[str, str]) -> dict[str, Any]:
+    if not exe:
+        return {"found": False}
+    (rc1, xml, err1), (rc2, csv, err2) = await asyncio.gather(
+        run_capture([exe, "-q", "-x"], environ, NVIDIA_SMI_TIMEOUT_S),
+        run_capture([exe, NVIDIA_QUERY, "--format=csv,noheader,nounits"], environ, NVIDIA_SMI_TIMEOUT_S))
+    res: dict[str, Any] = {"found": True, "path": exe, "xml": None, "csv": None, "csv_driver": "", "raw_xml": xml[:200_000],
+                           "raw_csv": csv[:20_000]}
+    errors = []
+    if rc1 == 0:
+        try:
+            res["xml"] = plat.parse_nvidia_smi_xml(xml)
+        except ValueError as exc:
+            errors.append(f"`nvidia-smi -q -x`: {exc}")
+    else:
+        errors.append(f"`nvidia-smi -q -x`: exit status {rc1}: " + ((err1 or xml).strip().splitlines() or [""])[-1][:200])
+    if rc2 == 0:
+        res["csv"], res["csv_driver"] = plat.parse_nvidia_smi_csv(csv)
+    else:
+        errors.append(f"`nvidia-smi {NVIDIA_QUERY}`: exit status {rc2}: "
+                      + ((err2 or csv).strip().splitlines() or [""])[-1][:200])
+    res["error"] = "; ".join(errors)
+    return res
+
+
+def _smi_doc(smi: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in smi.items() if k not in ("xml", "csv")}
+    if smi.get("xml") is not None:
+        out["parsed"] = dataclasses.asdict(smi["xml"])
+    if smi.get("csv") is not None:
+        out["parsed_csv"] = [dataclasses.asdict(g) for g in smi["csv"]]
+    return out
 
 
 async def run(ctx: StepContext) -> StepResult:
     rec = FactRecorder(ctx, STEP)
     prof = ctx.profile
+    platform = plat.profile_platform(prof)
     environ = dict(ctx.environ)
     root = sysroot(environ)
     spath = search_path(environ, root)
-    simulated = prof.simulated
     srv = prof.server
     tp = int(srv.tensor_parallel_size)
+    pp = int(prof.data["server"].get("pipeline_parallel_size", 1) or 1)
     server_env = {k: ctx.ph.resolve(v) for k, v in srv.env.items()}
     launch_env = server_launch_env(prof, ctx.ph, environ)  # what `vllm serve` will see
     cmd0 = ctx.ph.resolve(srv.command[0])
+    target = ctx.ph.resolve(prof.models.target)
+    draft = ctx.ph.resolve(prof.draft_model)  # the EAGLE3 server loads both: check the larger footprint
 
     # ---- subprocess work, concurrently --------------------------------------------------------
     interp: Interpreter = find_server_interpreter(cmd0, launch_env, launch_env.get("PATH", ""))
     probe_task = run_probe(interp, launch_env, cwd=str(ctx.run.path))
-    if simulated:
-        probe = await probe_task
-        nls: dict[str, Any] = {"found": False, "skipped": SIMULATED}
-        tools_ver, tools_src = None, ""
-    else:
-        nls_exe = which("neuron-ls", spath)
+    nls: dict[str, Any] = {"found": False, "skipped": f"platform {platform}"}
+    smi: dict[str, Any] = {"found": False, "skipped": f"platform {platform}"}
+    tools_ver, tools_src = None, ""
+    if platform == "neuron":
         probe, nls, (tools_ver, tools_src) = await asyncio.gather(
-            probe_task, _neuron_ls(nls_exe, environ), _tools_version(spath, environ))
+            probe_task, _neuron_ls(which("neuron-ls", spath), environ), _tools_version(spath, environ))
+    elif platform == "cuda":
+        probe, smi = await asyncio.gather(probe_task, _nvidia_smi(which("nvidia-smi", spath), environ))
+    else:
+        probe = await probe_task
     pdata = probe.data if probe.ok else {}
     packages: dict[str, str] = pdata.get("packages", {}) or {}
     dists: dict[str, dict[str, Any]] = pdata.get("dists", {}) or {}
 
     cc_ver, cc_src = None, ""
-    if not simulated:
+    if platform == "neuron":
         if packages.get("neuronx-cc"):
             cc_ver, cc_src = packages["neuronx-cc"], "pip metadata"
         else:
@@ -165,62 +187,74 @@ async def run(ctx: StepContext) -> StepResult:
                 cc_ver = parse_neuronx_cc_version(out) if rc == 0 else None
                 cc_src = "neuronx-cc --version" if cc_ver else ""
 
-    shared: dict[str, Any] = {"simulated": simulated}
+    shared: dict[str, Any] = {"platform": platform, "simulated": prof.simulated}
     parsed: NeuronLs | None = nls.get("parsed")
+    vllm_version: str | None = packages.get("vllm") if probe.ok else None
 
-    # ---- Neuron platform ---------------------------------------------------------------------
-    expected_type = prof.environment.instance_type
-    actual_type, dmi_src = dmi_instance_type(root)
-    nodes = neuron_device_nodes(root)
-    shared["instance_type"] = actual_type
-    shared["neuron_devices"] = len(nodes)
-    shared["logical_cores"] = parsed.logical_cores if parsed else None
-    shared["lnc"] = parsed.lnc if parsed else None
-
-    if simulated:
-        for name in ("instance type", "Neuron devices", "neuron-ls", "Neuron SDK"):
-            rec.add(name, SIMULATED, "pass", "simulated profile: no Neuron hardware is needed")
-        shared["neuron_sdk"] = None
+    # ---- platform ------------------------------------------------------------------------------
+    if platform == "neuron":
+        expected_type = prof.environment.instance_type
+        actual_type, dmi_src = dmi_instance_type(root)
+        nodes = neuron_device_nodes(root)
+        shared["instance_type"] = actual_type
+        shared["neuron_devices"] = len(nodes)
+        shared["logical_cores"] = parsed.logical_cores if parsed else None
+        shared["lnc"] = parsed.lnc if parsed else None
+        plat.instance_fact(rec, expected_type, actual_type, dmi_src)
+        plat.devices_fact(rec, root, nodes, expected_type or actual_type or "")
+        needed = plat.needed_cores(rec, tp, environ, server_env)
+        plat.neuron_ls_facts(rec, nls, parsed, nodes, tp, needed)
+        shared["hbm_fits"] = (plat.hbm_fit_fact(rec, parsed, tp, target, draft, prof)
+                              if parsed is not None else None)
+        shared["neuron_sdk"] = plat.sdk_fact(rec, prof.environment.min_neuron_sdk, tools_ver, tools_src, cc_ver,
+                                             cc_src, dists.get("vllm-neuron"))
+    elif platform == "cuda":
+        plat.cuda_facts(rec, smi, tp, pp, environ, server_env, target, draft, prof, shared)
     else:
-        _instance_fact(rec, expected_type, actual_type, dmi_src)
-        _devices_fact(rec, root, nodes, expected_type or actual_type or "")
-        needed = _needed_cores(rec, tp, environ, server_env)
-        _neuron_ls_facts(rec, nls, parsed, nodes, tp, needed)
-        shared["neuron_sdk"] = _sdk_fact(rec, prof.environment.min_neuron_sdk, tools_ver, tools_src, cc_ver, cc_src,
-                                         dists.get("vllm-neuron"))
+        cpu_text = read_text(under(root, "proc/cpuinfo"))
+        mem_text = read_text(under(root, "proc/meminfo"))
+        cpu = plat.parse_cpuinfo(cpu_text) if cpu_text else None
+        mem = plat.parse_meminfo(mem_text) if mem_text else (None, None)
+        if mem == (None, None):
+            try:
+                import psutil
 
-    # ---- vLLM and the plugin -----------------------------------------------------------------
-    _interpreter_facts(rec, interp, probe, root, simulated)
-    vllm_version: str | None = None
-    if simulated:
-        vllm_version = str(prof.simulation.vllm_version)
-        rec.add("vLLM", f"{vllm_version} (simulated)", "pass",
-                "from [simulation] vllm_version; the simulator stands in for `vllm`")
-        rec.add("vllm-neuron", SIMULATED, "pass", "simulated profile: no Neuron plugin is needed")
-        shared["vllm_neuron_version"] = None
-    elif probe.ok:
-        vllm_version = packages.get("vllm")
+                vm = psutil.virtual_memory()
+                mem = (vm.total, vm.available)
+            except Exception:  # pragma: no cover - psutil is a dependency
+                pass
+        plat.cpu_facts(rec, cpu, mem, tp, pp, environ, server_env, vllm_version, target, draft, prof, shared)
+
+    # ---- vLLM (and the plugin on neuron) -------------------------------------------------------
+    _interpreter_facts(rec, interp, probe, root, platform)
+    if probe.ok:
         if vllm_version:
             rec.add("vLLM", vllm_version, "pass", f"installed in {interp.python}")
         else:
             rec.add("vLLM", "not installed", "fail", f"no `vllm` distribution in {interp.python}",
-                    _install_remedy(root))
-        shared["vllm_neuron_version"] = _plugin_facts(rec, pdata, vllm_version, root, interp.python or "")
+                    plat.install_remedy(root) if platform == "neuron" else
+                    f"{interp.python} -m pip install vllm" + ("-cpu (plus a metadata-only `vllm` X+cpu)" if platform == "cpu" else ""))
+        shared["vllm_neuron_version"] = (plat.plugin_facts(rec, pdata, vllm_version, root, interp.python or "")
+                                         if platform == "neuron" else None)
+        if platform == "neuron":
+            plat.precompile_cache_fact(rec, shared["vllm_neuron_version"], environ, server_env)
     else:
         shared["vllm_neuron_version"] = None
     shared["vllm_version"] = vllm_version
     vt = version_tuple(vllm_version)
     shared["sonnet_available"] = None if vt is None else vt < SONNET_REMOVED
     shared["bench_prints_spec_decode"] = None if vt is None else vt >= SPEC_STATS_SINCE
+    has_pandas, has_tf = bench_imports(probe)
+    shared["bench_has_pandas"] = has_pandas
+    shared["bench_has_transformers"] = has_tf
     if vt is not None:
         if vt >= SONNET_REMOVED:
-            rec.add("sonnet dataset", f"removed in vLLM {vllm_version}", "fail",
-                    "`vllm bench serve --dataset-name sonnet` no longer exists from vLLM 0.32: the benchmark steps "
-                    "cannot run",
-                    "run the vLLM the plugin pins (0.21.0 or 0.24.0; install the matching vllm-neuron or use the DLAMI venv)"
-                    + (", or set [simulation] vllm_version below 0.32" if simulated else ""))
+            rec.add("sonnet dataset", f"removed in vLLM {vllm_version}", "info",
+                    "`vllm bench serve --dataset-name sonnet` no longer exists from vLLM 0.32: the app builds the same "
+                    "sonnet prompts as a custom JSONL (--dataset-name custom)")
         else:
             rec.add("sonnet dataset", "available", "pass", f"vLLM {vllm_version} still has --dataset-name sonnet")
+        _bench_dataset_fact(rec, vllm_version, vt, has_pandas, has_tf, probe, interp.python or "python")
         if vt >= SPEC_STATS_SINCE:
             rec.add("spec-decode stats", "printed by vllm bench serve", "pass",
                     f"vLLM {vllm_version} prints the Speculative Decoding block")
@@ -229,30 +263,34 @@ async def run(ctx: StepContext) -> StepResult:
                     f"vLLM {vllm_version} (< 0.14) prints no Speculative Decoding block: the app scrapes /metrics itself")
 
     # ---- environment variables ---------------------------------------------------------------
-    val, where = _env_lookup("NEURON_RT_VISIBLE_CORES", environ, server_env)
-    if val is not None:
-        remedy = "unset NEURON_RT_VISIBLE_CORES"
-        if where.startswith("profile"):
-            remedy += " (remove it from [server.env] in the profile)"
-        rec.add("NEURON_RT_VISIBLE_CORES", f"set to {val!r} in {where}", "fail", RT_VISIBLE_CORES_MSG, remedy)
-    else:
-        rec.add("NEURON_RT_VISIBLE_CORES", "unset", "pass", "the plugin sets it per rank itself")
+    if platform == "neuron":
+        val, where = _env_lookup("NEURON_RT_VISIBLE_CORES", environ, server_env)
+        if val is not None:
+            remedy = "unset NEURON_RT_VISIBLE_CORES"
+            if where.startswith("profile"):
+                remedy += " (remove it from [server.env] in the profile)"
+            rec.add("NEURON_RT_VISIBLE_CORES", f"set to {val!r} in {where}", "fail", RT_VISIBLE_CORES_MSG, remedy)
+        else:
+            rec.add("NEURON_RT_VISIBLE_CORES", "unset", "pass", "the plugin sets it per rank itself")
     _engine_timeout_fact(rec, environ, server_env, float(srv.startup_timeout_s))
 
     # ---- host ----------------------------------------------------------------------------------
     _python_app_fact(rec)
-    _host_facts(rec)
-    _disk_facts(rec, prof, launch_env, simulated, shared)
+    if platform != "cpu":  # the cpu checks report cores and RAM themselves
+        _host_facts(rec, platform)
+    _disk_facts(rec, prof, launch_env, shared)
 
     # ---- network -------------------------------------------------------------------------------
     shared["port_free"] = _port_fact(rec, srv.host, int(srv.port))
     _bind_address_fact(rec, srv.host, int(srv.port))
 
     shared["python"] = interp.python
+    shared["vllm_python"] = interp.python
     shared["python_version"] = pdata.get("python")
     doc = {
         "profile": prof.name,
-        "simulated": simulated,
+        "platform": platform,
+        "simulated": prof.simulated,
         "sysroot": str(root),
         "facts": rec.as_json(),
         "stored": shared,
@@ -260,6 +298,7 @@ async def run(ctx: StepContext) -> StepResult:
                         "how": interp.how, "error": interp.error},
         "probe": probe.as_dict(),
         "neuron_ls": {k: v for k, v in nls.items() if k != "parsed"} | ({"parsed": parsed.as_dict()} if parsed else {}),
+        "nvidia_smi": _smi_doc(smi),
         "sdk_signals": {"aws-neuronx-tools": tools_ver, "aws-neuronx-tools_source": tools_src,
                         "neuronx-cc": cc_ver, "neuronx-cc_source": cc_src,
                         "vllm-neuron": (dists.get("vllm-neuron") or {}).get("version")},
@@ -268,164 +307,45 @@ async def run(ctx: StepContext) -> StepResult:
     ctx.emit(Artifact(STEP, "env.json", str(path)))
     for diag in from_env_facts(STEP, rec.facts, host=srv.host, port=srv.port):
         ctx.emit(diag)
+    hbm_fact = next((f for f in rec.facts if f.name == "HBM fit" and f.status == "fail"), None)
+    if hbm_fact is not None:
+        d = hbm_diagnosis(STEP, [f"{hbm_fact.name}: {hbm_fact.value} — {hbm_fact.detail}"], tp)
+        ctx.emit(dataclasses.replace(d, title=f"The model does not fit in device memory (HBM) at tensor-parallel-size {tp}"))
     return rec.result(shared)
+
+
+def _bench_dataset_fact(rec: FactRecorder, version: str | None, vt: tuple[int, ...], has_pandas: bool | None,
+                        has_tf: bool | None, probe: ProbeResult, python: str) -> None:
+    name = "bench dataset support"
+    imp = probe.data.get("imports") or {}
+    if vt < SONNET_REMOVED:
+        rec.add(name, "sonnet (built in)", "pass", f"vLLM {version} reads sonnet.txt itself; pandas is not needed")
+        return
+    missing = []
+    if has_pandas is False:
+        missing.append(("pandas", (imp.get("pandas") or {}).get("error", "")))
+    if has_tf is False:
+        missing.append(("transformers", (imp.get("transformers") or {}).get("error", "")))
+    if missing:
+        rec.add(name, "missing " + ", ".join(m for m, _ in missing), "fail",
+                f"vLLM {version}: the app builds sonnet prompts as a custom JSONL (with the target's tokenizer, via "
+                "transformers) which `vllm bench serve --dataset-name custom` reads with pandas; in "
+                f"{python}: " + "; ".join(f"{m}: {e or 'does not import'}" for m, e in missing),
+                f"{python} -m pip install " + " ".join(m for m, _ in missing))
+    elif has_pandas is None or has_tf is None:
+        rec.add(name, "unknown", "warn", f"vLLM {version} needs pandas and transformers for --dataset-name custom; "
+                f"the probe of {python} did not say whether they import",
+                f"check with `{python} -c 'import pandas, transformers'`")
+    else:
+        rec.add(name, "custom JSONL (pandas, transformers)", "pass",
+                f"vLLM {version}: sonnet prompts built as custom JSONL; pandas "
+                f"{(imp.get('pandas') or {}).get('version', '')} and transformers "
+                f"{(imp.get('transformers') or {}).get('version', '')} import in {python}")
 
 
 # ---------------------------------------------------------------------------------------------
 # Neuron facts
 # ---------------------------------------------------------------------------------------------
-
-
-def _instance_fact(rec: FactRecorder, expected: str, actual: str | None, src: str) -> None:
-    if not expected:
-        rec.add("instance type", actual or "unknown", "info", "not checked: the profile sets no instance_type")
-    elif actual is None:
-        rec.add("instance type", "unknown", "fail",
-                f"{src} is missing: this is not an EC2 (Nitro) instance; expected {expected}",
-                f"run on a {expected} instance")
-    elif actual != expected:
-        rec.add("instance type", actual, "fail", f"expected {expected} (read from {src})",
-                f"run on a {expected} instance, or set [environment] instance_type = \"\" to skip this check")
-    else:
-        rec.add("instance type", actual, "pass", f"read from {src}")
-
-
-def _devices_fact(rec: FactRecorder, root: Path, nodes: list[int], itype: str) -> None:
-    expected = DEVICES_PER_INSTANCE.get(itype)
-    n = len(nodes)
-    if n == 0:
-        sysfs = neuron_sysfs_devices(root)
-        if sysfs:
-            rec.add("Neuron devices", "0", "fail",
-                    f"no /dev/neuron* nodes, but the Neuron sysfs lists {len(sysfs)} devices: the driver is loaded and "
-                    "the devices are not visible here (a container without --device?)",
-                    "pass the devices in (docker run --device=/dev/neuron0 … or --privileged)")
-        else:
-            rec.add("Neuron devices", "0", "fail", "no /dev/neuron* devices: no Neuron driver or no Neuron hardware",
-                    "run on a Trainium instance with the Neuron driver (aws-neuronx-dkms) installed and loaded")
-        return
-    shown = f"{n} (/dev/neuron{nodes[0]}..{nodes[-1]})" if n > 1 else f"1 (/dev/neuron{nodes[0]})"
-    if expected and n < expected:
-        rec.add("Neuron devices", shown, "warn", f"{itype} has {expected}; only {n} visible",
-                "check `neuron-ls`; a container may expose only some devices")
-    else:
-        rec.add("Neuron devices", shown, "pass", f"{itype} has {expected}" if expected else "")
-
-
-def _needed_cores(rec: FactRecorder, tp: int, environ: dict[str, str], server_env: dict[str, str]) -> list[int]:
-    """Logical cores the engine will use: NEURON_VISIBLE_DEVICES when set, else 0..TP-1."""
-    val, where = _env_lookup("NEURON_VISIBLE_DEVICES", environ, server_env)
-    if val is None:
-        return list(range(tp))
-    cores = parse_core_list(val)
-    if cores is None:
-        rec.add("NEURON_VISIBLE_DEVICES", repr(val), "fail", f"set in {where} but not a core list such as 0-15",
-                "fix or unset NEURON_VISIBLE_DEVICES")
-        return list(range(tp))
-    if len(cores) != tp:
-        rec.add("NEURON_VISIBLE_DEVICES", val, "fail",
-                f"set in {where}: selects {len(cores)} logical cores but tensor_parallel_size is {tp}",
-                f"unset NEURON_VISIBLE_DEVICES or list exactly {tp} cores")
-    else:
-        rec.add("NEURON_VISIBLE_DEVICES", val, "pass", f"set in {where}: the engine uses cores {ranges(cores)}")
-    return cores
-
-
-def _neuron_ls_facts(rec: FactRecorder, nls: dict[str, Any], parsed: NeuronLs | None, nodes: list[int], tp: int,
-                     needed: list[int]) -> None:
-    if not nls.get("found"):
-        rec.add("neuron-ls", "not found", "warn",
-                "not on PATH nor in /opt/aws/neuron/bin: core count and busy cores are not checked",
-                "install aws-neuronx-tools and add /opt/aws/neuron/bin to PATH")
-        if nodes:
-            est = len(nodes) * 4
-            rec.add("logical cores", f"~{est} (estimated)", "info",
-                    f"assuming LNC=2 (4 logical cores per trn2 device); TP{tp} needs {tp}")
-        return
-    if parsed is None:
-        rec.add("neuron-ls", "error", "warn", f"`neuron-ls -j`: {nls.get('error', 'failed')}",
-                "run `neuron-ls` by hand; reinstall aws-neuronx-tools if it fails")
-        return
-    hbm = parsed.hbm_per_device
-    lnc = parsed.lnc
-    value = (f"{len(parsed.devices)} devices, {parsed.logical_cores} logical cores, LNC={lnc if lnc else '?'}, "
-             f"{fmt_bytes(hbm, 'GiB') if hbm else '?'} HBM per device")
-    detail = f"instance type {parsed.instance_type}" if parsed.instance_type else ""
-    rec.add("neuron-ls", value, "pass", detail)
-
-    have = {c for d in parsed.devices for c in d.core_ids}
-    missing = [c for c in needed if c not in have]
-    devs = parsed.devices_for_cores(needed)
-    if missing:
-        rec.add("logical cores", str(parsed.logical_cores), "fail",
-                f"TP{tp} needs logical cores {ranges(needed)}; cores {ranges(missing)} do not exist (LNC={lnc or '?'})",
-                f"lower [server] tensor_parallel_size to at most {parsed.logical_cores} or use a larger instance")
-    else:
-        rec.add("logical cores", str(parsed.logical_cores), "pass",
-                f"TP{tp} uses cores {ranges(needed)} on device(s) {ranges(d.index for d in devs)}")
-
-    holders: list[str] = []
-    first_pid: int | None = None
-    others: list[str] = []
-    for d in parsed.devices:
-        for p in d.processes:
-            cmd = p.command or process_command(p.pid) or "(command not reported)"
-            text = f"pid {p.pid if p.pid is not None else '?'} `{cmd}` on device {d.index} (cores {ranges(d.core_ids)})"
-            if d in devs:
-                holders.append(text)
-                if first_pid is None and p.pid is not None:
-                    first_pid = p.pid
-            else:
-                others.append(text)
-    if holders:
-        kill = f"`kill {first_pid}`" if first_pid is not None else "`kill <pid>`"
-        rec.add("Neuron cores free", f"busy ({len(holders)} process{'es' if len(holders) > 1 else ''})", "fail",
-                "held: " + "; ".join(holders),
-                f"stop that process, e.g. {kill} (TP{tp} needs cores {ranges(needed)})")
-    else:
-        detail = f"cores {ranges(needed)} are free"
-        if others:
-            detail += "; outside them: " + "; ".join(others)
-        rec.add("Neuron cores free", "yes", "pass", detail)
-
-
-def _sdk_fact(rec: FactRecorder, minimum: str, tools: str | None, tools_src: str, cc: str | None, cc_src: str,
-              plugin: dict[str, Any] | None) -> str | None:
-    signals: list[str] = []
-    candidates: list[str] = []
-    if tools:
-        s = sdk_from_tools(tools)
-        signals.append(f"aws-neuronx-tools {tools} ({tools_src}) → {s or '?'}")
-        if s:
-            candidates.append(s)
-    if cc:
-        s = sdk_from_neuronx_cc(cc)
-        signals.append(f"neuronx-cc {cc} ({cc_src}) → {s or '?'}")
-        if s:
-            candidates.append(s)
-    pv = plugin.get("version") if plugin and not plugin.get("wrong_package") else None
-    if pv:
-        s = sdk_from_plugin(pv)
-        signals.append(f"vllm-neuron {pv} → {s or '?'}")
-        if s:
-            candidates.append(s)
-    sdk = candidates[0] if candidates else None
-    detail = "; ".join(signals)
-    if sdk is None:
-        rec.add("Neuron SDK", "unknown", "warn",
-                "no aws-neuronx-tools package, neuronx-cc or known vllm-neuron version found" + (f" ({detail})" if detail else ""),
-                f"install Neuron SDK {minimum or '2.31'} or later, or use a Neuron DLAMI")
-        return None
-    if not minimum:
-        rec.add("Neuron SDK", sdk, "pass", detail + "; the profile sets no minimum")
-        return sdk
-    mt = version_tuple(minimum) or ()
-    if version_ge(sdk, mt) is False:
-        rec.add("Neuron SDK", sdk, "fail", f"the profile needs Neuron SDK {minimum} or later ({detail})",
-                f"upgrade the Neuron SDK (driver, runtime, tools, compiler, vllm-neuron) to {minimum}+ or use a current Neuron DLAMI")
-    else:
-        rec.add("Neuron SDK", sdk, "pass", f"{detail}; needs ≥ {minimum}")
-    return sdk
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,11 +354,12 @@ def _sdk_fact(rec: FactRecorder, minimum: str, tools: str | None, tools_src: str
 
 
 def _interpreter_facts(rec: FactRecorder, interp: Interpreter, probe: ProbeResult, root: Path,
-                       simulated: bool) -> None:
+                       platform: str) -> None:
     if not interp.python:
-        venvs = dlami_vllm_venvs(root)
-        if simulated:
-            remedy = "fix [server] command in the profile (the simulator runs as [\"{python}\", \"-m\", \"tui.sim\"])"
+        venvs = dlami_vllm_venvs(root) if platform == "neuron" else []
+        if platform != "neuron":
+            remedy = ("activate the venv that has vLLM, or set [server] command to its `vllm` "
+                      "(or to [\"{python}\", \"-m\", \"tui.sim\"] for the simulator)")
         elif venvs:
             remedy = f"activate the Neuron vLLM venv: source {venvs[-1]}/bin/activate"
         else:
@@ -454,67 +375,14 @@ def _interpreter_facts(rec: FactRecorder, interp: Interpreter, probe: ProbeResul
     via = f"{interp.path} → {interp.how}" if interp.path and interp.how != "interpreter" else interp.path or ""
     rec.add("vLLM interpreter", f"{interp.python} (Python {d.get('python', '?')})", "pass", via)
     vi = tuple(d.get("version_info") or ())
-    if vi and vi[:2] >= MIN_PYTHON:
-        rec.add("Python (vLLM)", d.get("python", "?"), "pass", "vllm-neuron needs Python 3.11+")
+    mp = MIN_PYTHON.get(platform, (3, 10))
+    need = f"{mp[0]}.{mp[1]}"
+    who = "vllm-neuron" if platform == "neuron" else "vLLM"
+    if vi and vi[:2] >= mp:
+        rec.add("Python (vLLM)", d.get("python", "?"), "pass", f"{who} needs Python {need}+")
     else:
-        rec.add("Python (vLLM)", d.get("python", "?"), "fail", f"{interp.python} is older than Python 3.11",
-                "use a Python 3.11+ venv for vLLM (the Neuron DLAMI venvs are)")
-
-
-def _plugin_facts(rec: FactRecorder, pdata: dict[str, Any], vllm_version: str | None, root: Path,
-                  python: str) -> str | None:
-    dists = pdata.get("dists", {}) or {}
-    plugin = dists.get("vllm-neuron")
-    eps = [e for e in pdata.get("platform_plugins", []) or [] if e.get("name") == "neuron"]
-    if plugin and (plugin.get("wrong_package") or plugin.get("version") == "0.1.0"):
-        rec.add("vllm-neuron", f"{plugin.get('version')} (placeholder)", "fail",
-                "WRONG PACKAGE placeholder from PyPI: vllm-neuron 0.1.0 has no code and no `neuron` platform plugin",
-                _install_remedy(root, placeholder=True))
-        return plugin.get("version")
-    if not plugin:
-        legacy = dists.get("neuronx-vllm-plugin")
-        if legacy or eps:
-            src = legacy or {"name": eps[0].get("dist"), "version": eps[0].get("dist_version")}
-            rec.add("vllm-neuron", "not installed", "fail",
-                    f"only {src.get('name')} {src.get('version')} provides the Neuron platform (a legacy plugin)",
-                    _install_remedy(root))
-        else:
-            rec.add("vllm-neuron", "not installed", "fail", f"no vllm-neuron distribution in {python}",
-                    _install_remedy(root))
-        return None
-    pv = plugin.get("version")
-    if version_ge(pv, MIN_PLUGIN):
-        rec.add("vllm-neuron", pv, "pass", "needs 0.21.0.1.0.0 or later (EAGLE3, gpt-oss BF16 on trn2)")
-    else:
-        rec.add("vllm-neuron", pv, "fail",
-                "EAGLE3 and gpt-oss BF16 on trn2 need vllm-neuron 0.21.0.1.0.0 or later (Neuron SDK 2.31+)",
-                _install_remedy(root))
-    if eps:
-        e = eps[0]
-        rec.add("neuron platform plugin", f"neuron = {e.get('value')}", "pass",
-                f"vllm.platform_plugins entry point from {e.get('dist')} {e.get('dist_version')}")
-    else:
-        rec.add("neuron platform plugin", "missing", "fail",
-                "no `neuron` entry point in vllm.platform_plugins: vLLM will not load the Neuron platform",
-                f"reinstall vllm-neuron into {python} ({_install_remedy(root)})")
-    origin = (pdata.get("find_spec") or {}).get("vllm_neuron")
-    if origin:
-        rec.add("vllm_neuron module", "found", "pass", str(origin))
-    else:
-        rec.add("vllm_neuron module", "not found", "fail",
-                f"the vllm-neuron distribution is installed but `vllm_neuron` is not importable in {python} "
-                "(an editable install whose source tree moved?)",
-                f"reinstall vllm-neuron into {python}")
-    part = plugin_vllm_part(pv)
-    if vllm_version and part:
-        vt = version_tuple(vllm_version) or ()
-        if ".".join(str(x) for x in vt[:3]) == part:
-            rec.add("vLLM pin", f"vllm {vllm_version} matches", "pass", f"vllm-neuron {pv} pins vLLM {part}")
-        else:
-            rec.add("vLLM pin", f"vllm {vllm_version} ≠ {part}", "fail",
-                    f"vllm-neuron {pv} is built for vLLM {part}, but {python} has vLLM {vllm_version}",
-                    f"{python} -m pip install vllm=={part} (or use the Neuron DLAMI venv)")
-    return pv
+        rec.add("Python (vLLM)", d.get("python", "?"), "fail", f"{interp.python} is older than Python {need}",
+                f"use a Python {need}+ venv for vLLM" + (" (the Neuron DLAMI venvs are)" if platform == "neuron" else ""))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -548,26 +416,27 @@ def _engine_timeout_fact(rec: FactRecorder, environ: dict[str, str], server_env:
 
 def _python_app_fact(rec: FactRecorder) -> None:
     v = sys.version.split()[0]
-    if sys.version_info[:2] >= MIN_PYTHON:
+    if sys.version_info[:2] >= (3, 11):
         rec.add("Python (app)", v, "pass", sys.executable)
     else:  # pragma: no cover - the package requires 3.11
         rec.add("Python (app)", v, "fail", "specdec-tui needs Python 3.11+", "run the app with Python 3.11 or later")
 
 
-def _host_facts(rec: FactRecorder) -> None:
+def _host_facts(rec: FactRecorder, platform: str) -> None:
     try:
         import psutil
 
         mem = psutil.virtual_memory().total
-        rec.add("host RAM", fmt_bytes(mem, "GiB"), "info", "trn2.48xlarge has 2048 GiB")
+        rec.add("host RAM", fmt_bytes(mem, "GiB"), "info", "trn2.48xlarge has 2048 GiB" if platform == "neuron" else "")
         logical = psutil.cpu_count(logical=True)
         phys = psutil.cpu_count(logical=False)
-        rec.add("CPUs", f"{logical} logical" + (f" ({phys} cores)" if phys else ""), "info", "trn2.48xlarge has 192 vCPUs")
+        rec.add("CPUs", f"{logical} logical" + (f" ({phys} cores)" if phys else ""), "info",
+                "trn2.48xlarge has 192 vCPUs" if platform == "neuron" else "")
     except Exception as exc:  # pragma: no cover - psutil is a dependency
         rec.add("host RAM", "unknown", "info", f"psutil unavailable: {exc}")
 
 
-def _disk_facts(rec: FactRecorder, prof: Any, environ: dict[str, str], simulated: bool, shared: dict[str, Any]) -> None:
+def _disk_facts(rec: FactRecorder, prof: Any, environ: dict[str, str], shared: dict[str, Any]) -> None:
     hub = hf_hub_cache(environ)
     vroot = vllm_cache_root(environ)
     shared["hf_hub_cache"] = str(hub)
@@ -578,9 +447,6 @@ def _disk_facts(rec: FactRecorder, prof: Any, environ: dict[str, str], simulated
     if free is None:
         rec.add("disk (HF cache)", "unknown", "warn", f"cannot read free space of {anc}",
                 "check the HF cache location (HF_HUB_CACHE / HF_HOME)")
-    elif simulated:
-        rec.add("disk (HF cache)", f"{fmt_bytes(free)} free", "info",
-                f"{hub}: a simulated run downloads small stand-in checkpoints")
     elif not remote:
         rec.add("disk (HF cache)", f"{fmt_bytes(free)} free", "info", f"{hub}: both models are local directories")
     elif all(m.lower() in TUTORIAL_MODELS for m in remote):
