@@ -132,8 +132,14 @@ def sse_events(resp: httpx.Response) -> list[str]:
 
 def test_readiness_line_then_health_200(server):
     lines = server.text.splitlines()
-    assert any(ln.strip() == f"INFO:     {READY_LINE}" for ln in lines), "uvicorn's readiness line, unprefixed"
-    assert any("Uvicorn running on" in ln or "Starting vLLM API server" in ln for ln in lines)
+    ready = [i for i, ln in enumerate(lines) if ln == f"INFO:     {READY_LINE}"]
+    assert ready, "uvicorn's readiness line, unprefixed"
+    started = [i for i, ln in enumerate(lines) if ln.startswith("INFO:     Started server process [")]
+    waiting = [i for i, ln in enumerate(lines) if ln == "INFO:     Waiting for application startup."]
+    assert started and waiting and started[0] < waiting[0] < ready[0]
+    # 0.32: "Starting vLLM server on http://H:P"; 0.2x: "Starting vLLM API server 0 on http://H:P".
+    url = [i for i, ln in enumerate(lines) if "Starting vLLM" in ln and f"http://127.0.0.1:{server.port}" in ln]
+    assert url and url[0] < ready[0]
     r = get(server, "/health")
     assert r.status_code == 200
     assert r.content == b""
