@@ -11,6 +11,7 @@ that group's server.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -72,7 +73,10 @@ def server(request, tmp_path_factory, sim_models):
     if kind == "real":
         rv = request.getfixturevalue("real_vllm")
         models = request.getfixturevalue("tiny_models")
-        flags = serve_flags(str(models / "target"), port, str(models / "draft-eagle3") if role == "eagle3" else None, K)
+        # The contract is about the API, not the compiler: eager unless SPECDEC_REAL_COMPILE=1.
+        eager = os.environ.get("SPECDEC_REAL_COMPILE", "") != "1"
+        flags = serve_flags(str(models / "target"), port, str(models / "draft-eagle3") if role == "eagle3" else None, K,
+                            eager=eager)
         argv, env, timeout = [str(rv.vllm), "serve", *flags], rv.env(), REAL_STARTUP_TIMEOUT_S
         bench_cmd = [str(rv.vllm), "bench", "serve"]
         bench_env = env
