@@ -63,7 +63,9 @@ MARKER = ".tinymodels.json"
 
 def _default_sonnet() -> Path | None:
     here = Path(__file__).resolve().parent
-    for cand in (here.parent / "data" / "sonnet.txt", here / "sonnet.txt", here.parent.parent / "data" / "sonnet.txt"):
+    # The bundled copy: profiles/data/ in a checkout, specdec_profiles/data/ when installed.
+    for cand in (here.parent.parent / "profiles" / "data" / "sonnet.txt",
+                 here.parent.parent / "specdec_profiles" / "data" / "sonnet.txt", here / "sonnet.txt"):
         if cand.is_file():
             return cand
     return None
