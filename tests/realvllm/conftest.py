@@ -68,6 +68,9 @@ class RealVllm:
         e["HF_HUB_OFFLINE"] = "1"
         e["TRANSFORMERS_OFFLINE"] = "1"
         e["VLLM_NO_USAGE_STATS"] = "1"
+        # In CI's loopback-only namespace vLLM cannot find a routable address (it would fall back to
+        # 0.0.0.0 with a warning): everything here is on one host, say so.
+        e.setdefault("VLLM_HOST_IP", "127.0.0.1")
         e["DO_NOT_TRACK"] = "1"
         return e
 
