@@ -220,7 +220,7 @@ class Engine:
                 seen.append(text)
 
         proc = ManagedProcess(argv, env=dict(self.ctx.environ), log_path=self.run.file("stand-in.log"),
-                              on_line=on_line, cwd=str(self.run.path), grace_s=STAND_IN_GRACE_S)
+                              on_line=on_line, grace_s=STAND_IN_GRACE_S)
         shown = " ".join(argv)
         try:
             await proc.start()
