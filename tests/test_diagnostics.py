@@ -28,7 +28,8 @@ def test_catalogue_entries_are_complete():
     assert required <= set(dg.CATALOG)
     for diag_id, e in dg.CATALOG.items():
         assert e.severity in ("error", "warning", "info") and e.title and e.remedy, diag_id
-        d = dg.make(diag_id, "s", ["ev"], tp=8, fix_key="k", host="h", port=1, name="s")
+        d = dg.make(diag_id, "s", ["ev"], tp=8, fix_key="k", host="h", port=1, name="s", model="m", suggest=16,
+                    entry="e/", timeout="1 s", advice="a")
         assert d.id == diag_id and d.evidence == ("ev",) and "{" not in d.remedy.replace("{\"", "").replace("{}", "")
 
 
@@ -159,7 +160,8 @@ def test_log_signatures_to_diagnoses(part, expected):
     assert "engine-failed" not in ids(diags)  # the generic wrapper never hides the root cause
     if expected == "hbm-allocation-failure":
         d = diags[ids(diags).index(expected)]
-        assert "tensor-parallel-size 16" in d.remedy and any("Failed to allocate" in ev for ev in d.evidence)
+        assert "server.tensor_parallel_size = 16" in d.remedy and "at tensor-parallel-size 8" in d.remedy
+        assert "Failed to allocate" in d.evidence[0]  # the decisive line comes first
 
 
 def test_clean_startup_log_has_no_error_diagnoses():
@@ -357,3 +359,35 @@ def test_serve_facts_from_profile():
     assert f.env == (("VLLM_CPU_KVCACHE_SPACE", "2"),) and f.vllm_python == "/v/bin/python"
     prof.data["platform"] = "cpu"
     assert dg.ServeFacts.from_profile(prof).platform == "cpu"
+
+
+# ----------------------------------------------------------- remedies name the run's own values
+
+def test_throughput_remedy_follows_k_and_acceptance():
+    b = {"output_throughput": 100.0, "median_tpot_ms": 7.0}
+    e = {"output_throughput": 60.0, "median_tpot_ms": 15.0, "acceptance_rate": 76.0}
+    (d,) = dg.throughput_rule("results", b, e, k=1)
+    assert "already 1" in d.remedy and "keep num_speculative_tokens = 1" not in d.remedy
+    assert "76.0%" in d.remedy and "validate draft and target" not in d.remedy
+    (d,) = dg.throughput_rule("results", b, dict(e, acceptance_rate=12.0), k=3)
+    assert "now 3" in d.remedy and "12.0%" in d.remedy and "validate draft and target" in d.remedy
+    assert dg.throughput_rule("results", b, dict(e, output_throughput=120.0), k=1) == []
+
+
+def test_compile_failed_remedy_names_the_cache_entry():
+    d = dg.compile_failed("baseline", ["neuronx-cc compilation failed with 1"], "MODULE_abc123",
+                          "/cache/neuron/compile_cache")
+    assert "/cache/neuron/compile_cache/MODULE_abc123/log-neuron-cc.txt" in d.remedy
+    assert "compile-cache key: MODULE_abc123" in d.evidence
+    d = dg.compile_failed("baseline", ["x"], None, None)
+    assert "<key>" in d.remedy  # unknown: says where to look, without inventing a key
+
+
+def test_startup_timeout_and_hbm_remedies_name_the_model():
+    d = dg.startup_timeout("baseline", ["no readiness"], "meta-llama/Llama-3.1-8B-Instruct", 900.0)
+    assert "meta-llama/Llama-3.1-8B-Instruct" in d.remedy and "900 s" in d.remedy and "gpt-oss" not in d.remedy
+    d = dg.hbm("baseline", ["Failed to allocate 5GB"], 4, model="openai/gpt-oss-20b")
+    assert "openai/gpt-oss-20b" in d.remedy and "GPT-OSS-120B" not in d.remedy
+    d = dg.hbm("env", ["HBM fit: 40 GiB per core > 24 GiB"], 8, model="m",
+               remedy="set [server] tensor_parallel_size = 16 or higher (TP8 needs 40 GiB of 24 GiB per core)")
+    assert d.remedy.startswith("set [server] tensor_parallel_size = 16 or higher (TP8 needs")

@@ -230,7 +230,7 @@ async def test_tp8_fault_demo_fails_in_the_environment_step_first(isolated):
         assert app.status["env"] == "failed" and app.failed_step == "env"
         results = app.query_one("#pane-results")
         assert [d.id for d in results.diagnoses] == ["hbm-allocation-failure"]
-        assert "tensor-parallel-size 8" in results.diagnoses[0].remedy
+        assert "tensor_parallel_size = 16" in results.diagnoses[0].remedy and "TP8" in results.diagnoses[0].remedy
         assert app.status["baseline"] == "pending"  # nothing was launched
     assert children() == []
 

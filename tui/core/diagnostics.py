@@ -34,9 +34,9 @@ CATALOG: dict[str, Entry] = {
         "(this draft was trained on chat-templated prompts)."),
     "hbm-allocation-failure": Entry(
         "error", "Server failed with a device-memory (HBM) allocation failure",
-        "GPT-OSS-120B in BF16 does not fit at tensor-parallel-size {tp} on trn2.48xlarge (≈234 GB of weights, "
-        "24 GiB per logical core). Use tensor-parallel-size 16 or higher ({fix_key} = 16), and make sure no other "
-        "process holds the NeuronCores."),
+        "{model} does not fit in device memory at tensor-parallel-size {tp}: set {fix_key} = {suggest} or higher "
+        "(the environment step's HBM fit check computes the smallest TP that fits from neuron-ls), and make sure "
+        "no other process holds the NeuronCores."),
     "bf16-checkpoint-not-needed": Entry(
         "warning", "No separate BF16 checkpoint is needed",
         "Use the stock openai/gpt-oss-120b checkpoint (MXFP4 experts) with "
@@ -44,9 +44,7 @@ CATALOG: dict[str, Entry] = {
         "loader dequantizes the expert weights at load time."),
     "throughput-regressed": Entry(
         "error", "Throughput regressed with EAGLE3 enabled",
-        "The acceptance rate is not high enough to pay for the draft and verification compute. Check the "
-        "Speculative Decoding numbers; if acceptance is low, use a draft trained on data closer to your serving "
-        "distribution, or keep num_speculative_tokens = 1."),
+        "{advice}"),
     "greedy-output-mismatch": Entry(
         "warning", "EAGLE3 greedy output differs from the baseline (losslessness broken)",
         "Under greedy sampling EAGLE3 must not change the target's output. Check that both servers used the same "
@@ -54,14 +52,13 @@ CATALOG: dict[str, Entry] = {
         "points at an inaccurate target or draft implementation."),
     "draft-target-mismatch": Entry(
         "error", "Draft checkpoint does not match the target",
-        "Use a draft trained against this exact target with a matching method: for openai/gpt-oss-120b, "
-        "RedHatAI/gpt-oss-120b-speculator.eagle3 with speculative.method = \"eagle3\". A mismatched pair gives an "
-        "acceptance rate near 0% after a long compile."),
+        "Use a draft trained against this exact target with a matching speculative.method (the checks above name "
+        "the field that differs). A mismatched pair gives an acceptance rate near 0% after a long compile; for "
+        "openai/gpt-oss-120b the tutorial's RedHatAI/gpt-oss-120b-speculator.eagle3 with method \"eagle3\" matches."),
     "compile-failed": Entry(
         "error", "neuronx-cc compilation failed",
-        "Read the compiler log in the cache entry (log-neuron-cc.txt next to command.txt under "
-        "$VLLM_CACHE_ROOT/neuron/compile_cache/<key>/). Check the bucket settings in additional_config and that "
-        "the compiler matches the plugin's SDK release."),
+        "Read the compiler log of the failed graph: {entry}log-neuron-cc.txt (next to command.txt). Check the "
+        "bucket settings in additional_config and that the compiler matches the plugin's SDK release."),
     "compile-oom-killed": Entry(
         "error", "The compiler was killed by the out-of-memory killer",
         "neuronx-cc ran out of host memory. Stop other memory-hungry processes, lower "
@@ -72,9 +69,9 @@ CATALOG: dict[str, Entry] = {
         "Stop the process that holds the cores (`neuron-ls` lists it with its pid), then relaunch."),
     "engine-startup-timeout": Entry(
         "error", "The engine did not become ready in time",
-        "A cold gpt-oss-120b + EAGLE3 compile can take longer than vLLM's 600 s default. Raise "
-        "VLLM_ENGINE_READY_TIMEOUT_S and server.startup_timeout_s (e.g. 5400); a relaunch with a warm compile "
-        "cache is much faster."),
+        "{model} did not become ready within {timeout} (VLLM_ENGINE_READY_TIMEOUT_S / server.startup_timeout_s). "
+        "A cold compile can take longer: raise both (e.g. to {suggest} s); a relaunch with a warm compile cache is "
+        "much faster."),
     "port-in-use": Entry(
         "error", "The server port is already in use",
         "Another process listens on {host}:{port}. Stop it (a previous `vllm serve`?) or choose another "
@@ -161,13 +158,44 @@ def make(diag_id: str, step: str, evidence: Iterable[str], severity: Severity | 
     return Diagnosis(step, diag_id, severity or e.severity, e.title, tuple(str(x) for x in evidence), remedy)
 
 
-def hbm(step: str, evidence: Iterable[str], tp: int) -> Diagnosis:
-    d = make("hbm-allocation-failure", step, evidence, tp=tp, fix_key="server.tensor_parallel_size")
+def _decisive_first(evidence: Iterable[str], words: tuple[str, ...]) -> list[str]:
+    """Evidence with the lines that carry the failure first (the panes show the first lines)."""
+    ev = [str(x) for x in evidence]
+    hot = [x for x in ev if any(w in x.lower() for w in words)]
+    return hot + [x for x in ev if x not in hot]
+
+
+def hbm(step: str, evidence: Iterable[str], tp: int, model: str = "", remedy: str = "") -> Diagnosis:
+    """The HBM allocation failure. `remedy`: a fact-based one (the env step's HBM fit check) when known."""
+    ev = _decisive_first(evidence, ("failed to allocate", "out of memory", "per core >"))
+    d = make("hbm-allocation-failure", step, ev, tp=tp, fix_key="server.tensor_parallel_size",
+             model=model or "The model", suggest=max(16, tp * 2) if tp < 16 else tp * 2)
+    if remedy:
+        return Diagnosis(d.step, d.id, d.severity, d.title, d.evidence,
+                         remedy.rstrip(".") + "; make sure no other process holds the NeuronCores.")
     if tp >= 16:
-        remedy = ("The model does not fit in device memory at this configuration. Lower max_model_len or the bucket "
-                  "sizes, check no other process holds NeuronCores, or raise tensor-parallel-size.")
+        remedy = (f"{model or 'The model'} does not fit in device memory at tensor-parallel-size {tp}: lower "
+                  "server.max_model_len or the bucket sizes, check that no other process holds NeuronCores, or raise "
+                  f"server.tensor_parallel_size to {tp * 2} if the instance has the cores.")
         d = Diagnosis(d.step, d.id, d.severity, d.title, d.evidence, remedy)
     return d
+
+
+def compile_failed(step: str, evidence: Iterable[str], cache_key: str | None, cache_dir: str | None) -> Diagnosis:
+    if cache_key and cache_dir:
+        entry = f"{cache_dir.rstrip('/')}/{cache_key}/"
+    elif cache_key:
+        entry = f"$VLLM_CACHE_ROOT/neuron/compile_cache/{cache_key}/"
+    else:
+        entry = "the failed entry under $VLLM_CACHE_ROOT/neuron/compile_cache/<key>/ (the log names the key) "
+    ev = list(evidence) + ([f"compile-cache key: {cache_key}"] if cache_key else [])
+    return make("compile-failed", step, ev, entry=entry)
+
+
+def startup_timeout(step: str, evidence: Iterable[str], model: str, timeout_s: float | None) -> Diagnosis:
+    t = f"{timeout_s:.0f} s" if timeout_s else "the configured time"
+    suggest = int(max(5400, 2 * (timeout_s or 0)))
+    return make("engine-startup-timeout", step, evidence, model=model or "The server", timeout=t, suggest=suggest)
 
 
 def from_log_signatures(step: str, signatures: list[tuple[str, str, list[str]]], root_cause: str | None,
@@ -187,7 +215,13 @@ def from_log_signatures(step: str, signatures: list[tuple[str, str, list[str]]],
         if kind in ("engine-failed", "engine-dead") or kind not in CATALOG:
             continue
         if kind == "hbm-allocation-failure":
-            out.append(hbm(step, list(context) + [line], tp))
+            out.append(hbm(step, list(context) + [line], tp, model=(serve.target if serve else "")))
+        elif kind == "compile-failed":
+            out.append(compile_failed(step, list(context) + [line], serve.cache_key if serve else None,
+                                      serve.cache_dir if serve else None))
+        elif kind == "engine-startup-timeout":
+            out.append(startup_timeout(step, list(context) + [line], serve.target if serve else "",
+                                       serve.startup_timeout_s if serve else None))
         elif kind == "port-in-use":
             out.append(make(kind, step, [line], host=host, port=port))
         else:
@@ -220,7 +254,30 @@ def acceptance_rules(step: str, acceptance_rate: float | None, acceptance_length
     return []
 
 
-def throughput_rule(step: str, baseline: dict[str, Any] | None, eagle3: dict[str, Any] | None) -> list[Diagnosis]:
+def _throughput_advice(k: int | None, acceptance: float | None, draft: str = "") -> str:
+    """What to do when EAGLE3 is slower, from the run's own k and acceptance (never contradicting them)."""
+    acc = f"acceptance {acceptance:.1f}%" if acceptance is not None else "acceptance unknown"
+    if acceptance is not None and acceptance < 30:
+        head = (f"The draft is not predicting this target well ({acc}): validate draft and target first (Step 3 "
+                "says to stop tuning below ~30%), or use a draft trained on data closer to your traffic.")
+    elif acceptance is not None:
+        head = (f"The draft predicts well ({acc}) but does not repay the draft and verification compute on this "
+                "hardware and model pair.")
+    else:
+        head = "Check the Speculative Decoding numbers of the EAGLE3 run."
+    if k is not None and k > 1:
+        tail = (f" Try a smaller num_speculative_tokens (now {k}): Step 3 sweeps k = 1, 2, 3 and keeps the highest "
+                "output throughput, not the highest acceptance.")
+    elif k == 1:
+        tail = (" num_speculative_tokens is already 1, the cheapest setting: on this hardware serve without "
+                "speculation, or measure at a higher max_concurrency / a workload closer to the draft's training data.")
+    else:
+        tail = ""
+    return head + tail
+
+
+def throughput_rule(step: str, baseline: dict[str, Any] | None, eagle3: dict[str, Any] | None,
+                    k: int | None = None) -> list[Diagnosis]:
     if not baseline or not eagle3:
         return []
     b, e = baseline.get("output_throughput"), eagle3.get("output_throughput")
@@ -234,7 +291,7 @@ def throughput_rule(step: str, baseline: dict[str, Any] | None, eagle3: dict[str
     bt, et = baseline.get("median_tpot_ms"), eagle3.get("median_tpot_ms")
     if bt is not None and et is not None:
         ev.append(f"median TPOT baseline {bt:.2f} ms, EAGLE3 {et:.2f} ms")
-    return [make("throughput-regressed", step, ev)]
+    return [make("throughput-regressed", step, ev, advice=_throughput_advice(k, eagle3.get("acceptance_rate")))]
 
 
 def failed_requests_rule(step: str, bench: dict[str, Any] | None) -> list[Diagnosis]:
@@ -342,6 +399,9 @@ class ServeFacts:
     draft: str = ""
     method: str = ""
     speculative: bool = False
+    cache_key: str | None = None  # the compile-cache key of the graph compiled last (from the log)
+    cache_dir: str | None = None  # the compile cache directory (the environment step's fact)
+    startup_timeout_s: float | None = None
 
     QUOTED_ENV = ("VLLM_CPU_KVCACHE_SPACE", "CUDA_VISIBLE_DEVICES")
 
@@ -357,7 +417,8 @@ class ServeFacts:
                    max_model_len=s.get("max_model_len"), max_num_seqs=s.get("max_num_seqs"),
                    env=tuple((k, env[k]) for k in cls.QUOTED_ENV if k in env),
                    vllm_python=vllm_python, target=prof.data.get("models", {}).get("target", ""), draft=draft,
-                   method=spec.get("method", ""), speculative=speculative)
+                   method=spec.get("method", ""), speculative=speculative,
+                   startup_timeout_s=s.get("startup_timeout_s"))
 
     def env_value(self, name: str) -> str | None:
         return dict(self.env).get(name)

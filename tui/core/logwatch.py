@@ -26,6 +26,7 @@ class ServeLogWatcher:
         self.ready_event = asyncio.Event()
         self.current_phase: str | None = None
         self.aux_layers_line: str | None = None  # the EAGLE3 aux hidden-state layers vLLM says it uses
+        self.last_cache_miss: str | None = None  # the compile-cache key of the graph compiled last
         self._finished = False
 
     @property
@@ -61,6 +62,8 @@ class ServeLogWatcher:
             elif t is lp.PhaseChange:
                 self._phase_change(e)
             elif t is lp.CacheResult:
+                if not e.hit and e.key:
+                    self.last_cache_miss = e.key  # the graph being compiled now (a compile failure names it)
                 emit(CompileCache(step, e.key, e.hit))
             elif t is lp.Ready:
                 self.ready_event.set()

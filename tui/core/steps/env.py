@@ -309,7 +309,8 @@ async def run(ctx: StepContext) -> StepResult:
         ctx.emit(diag)
     hbm_fact = next((f for f in rec.facts if f.name == "HBM fit" and f.status == "fail"), None)
     if hbm_fact is not None:
-        d = hbm_diagnosis(STEP, [f"{hbm_fact.name}: {hbm_fact.value} — {hbm_fact.detail}"], tp)
+        d = hbm_diagnosis(STEP, [f"{hbm_fact.name}: {hbm_fact.value} — {hbm_fact.detail}"], tp,
+                          model=prof.models.target, remedy=hbm_fact.remedy)
         ctx.emit(dataclasses.replace(d, title=f"The model does not fit in device memory (HBM) at tensor-parallel-size {tp}"))
     return rec.result(shared)
 

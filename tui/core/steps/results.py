@@ -60,7 +60,7 @@ async def run(ctx: StepContext) -> StepResult:
     diags = []
     diags += dg.acceptance_rules("results", e.get("acceptance_rate"), e.get("acceptance_length"),
                                  e.get("per_position_acceptance"))
-    diags += dg.throughput_rule("results", b, e)
+    diags += dg.throughput_rule("results", b, e, k=ctx.profile.data["speculative"]["num_speculative_tokens"])
     for d in diags:
         ctx.emit(d)
 

@@ -6,6 +6,8 @@ The same code drives the real vLLM and the simulator; it only sees a process, it
 
 from __future__ import annotations
 
+import dataclasses
+
 import asyncio
 import json
 import re
@@ -45,6 +47,10 @@ def _counting_check(prompt: str, text: str) -> tuple[bool, str]:
     return ok, ("continues the count" if ok else f"expected {' '.join(expected[:5])} …")
 
 
+def dg_model(prof) -> str:
+    return prof.data["models"]["target"]
+
+
 class ServerRun:
     def __init__(self, ctx: StepContext, step: str, speculative: bool):
         self.ctx = ctx
@@ -69,8 +75,10 @@ class ServerRun:
 
     def serve_facts(self) -> dg.ServeFacts:
         env = self.proc.env if self.proc is not None else self.ctx.environ
-        vpy = (self.ctx.shared.get("env") or {}).get("vllm_python")
-        return dg.ServeFacts.from_profile(self.prof, self.speculative, env, vpy)
+        envf = self.ctx.shared.get("env") or {}
+        facts = dg.ServeFacts.from_profile(self.prof, self.speculative, env, envf.get("vllm_python"))
+        return dataclasses.replace(facts, cache_key=self.watcher.last_cache_miss if self.watcher else None,
+                                   cache_dir=envf.get("compile_cache_dir"))
 
     def _child_env(self, extra: dict[str, str]) -> dict[str, str]:
         env = dict(self.ctx.environ)
@@ -151,9 +159,10 @@ class ServerRun:
                     self.facts.add("startup", f"not ready after {timeout:.0f}s", "fail",
                                    f"last phase: {self.watcher.current_phase or 'none'}",
                                    "raise server.startup_timeout_s and VLLM_ENGINE_READY_TIMEOUT_S")
-                    self.diag(dg.make("engine-startup-timeout", self.step,
-                                      [f"no readiness after {timeout:.0f}s (server.startup_timeout_s)",
-                                       f"last phase: {self.watcher.current_phase or 'none'}"]))
+                    self.diag(dg.startup_timeout(self.step,
+                                                 [f"no readiness after {timeout:.0f}s (server.startup_timeout_s)",
+                                                  f"last phase: {self.watcher.current_phase or 'none'}"],
+                                                 dg_model(self.prof), timeout))
                     return False
                 if exited.done():
                     await self.proc.wait_output_done()
