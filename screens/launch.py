@@ -104,13 +104,13 @@ class LaunchPane(StepPane):
             self.timeline.phase(event.phase, event.status, event.elapsed_s, event.detail)
         elif isinstance(event, ev.CompileCache):
             self.timeline.cache(event.hit)
-        elif isinstance(event, ev.Data):
-            if event.kind == "command" and isinstance(event.payload, dict):
-                self.command_text = str(event.payload.get("text", ""))
-                self.command_argv = list(event.payload.get("argv", []))
+        elif isinstance(event, ev.Command):
+            if event.role == "serve":
+                self.command_text = event.text
+                self.command_argv = list(event.argv)
                 self._draw_command()
-            elif event.kind == "bench_command" and isinstance(event.payload, dict):
-                self.bench_command_text = str(event.payload.get("text", ""))
+            elif event.role == "bench":
+                self.bench_command_text = event.text
         elif isinstance(event, ev.Fact):
             self._fact(event)
         elif isinstance(event, ev.Diagnosis):

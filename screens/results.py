@@ -100,13 +100,13 @@ class ResultsPane(StepPane):
         self._draw_checks()
 
     def handle(self, event: ev.Event) -> None:
-        if isinstance(event, ev.Data):
-            if event.kind == "comparison_table" and isinstance(event.payload, dict):
-                self.set_comparison(event.payload)
-            elif event.kind == "snippet":
-                self.snippet = str(event.payload)
-                self.query_one("#snippet", Static).update(self.snippet)
-                self._show("#snippet")
+        if isinstance(event, ev.ComparisonTable):
+            self.set_comparison({"rows": [list(r) for r in event.rows], "comparison": event.comparison,
+                                 "notes": list(event.notes), "runs": event.runs})
+        elif isinstance(event, ev.Snippet):
+            self.snippet = event.text
+            self.query_one("#snippet", Static).update(self.snippet)
+            self._show("#snippet")
         elif isinstance(event, ev.Diagnosis):
             self.add_diagnosis(event)
         elif isinstance(event, ev.Fact):

@@ -755,8 +755,8 @@ def test_redact_event_covers_every_text_field():
 
     rundir.add_secrets(["very-secret-value"])
     try:
-        e = rundir.redact_event(ev.Data("baseline", "command", {"argv": ["x", "very-secret-value"], "text": TOKEN}))
-        assert e.payload == {"argv": ["x", "***"], "text": "hf_***"}
+        e = rundir.redact_event(ev.Command("baseline", "serve", ("x", "very-secret-value"), TOKEN))
+        assert tuple(e.argv) == ("x", "***") and e.text == "hf_***"
         d = rundir.redact_event(ev.Diagnosis("s", "x", "error", "t very-secret-value", ("ev " + TOKEN,), "r"))
         assert d.title == "t ***" and d.evidence == ("ev hf_***",)
         line = ev.LogLine("s", "nothing here")

@@ -197,7 +197,7 @@ async def test_keyboard_walkthrough_from_profile_to_results_matches_the_headless
         # The engine's events, as the app received them.
         finished = [e for e in app.events if isinstance(e, ev.StepFinished)]
         assert [e.step for e in finished] == list(ev.STEP_IDS)
-        assert any(isinstance(e, ev.Data) and e.kind == "comparison_table" for e in app.events)
+        assert any(isinstance(e, ev.ComparisonTable) for e in app.events)
         engine_msgs = [m for m in messages if type(m).__name__ == "EngineEvent"]
         finished_runs = [m.event for m in engine_msgs if isinstance(m.event, ev.RunFinished)]
         assert len(finished_runs) == 1 and finished_runs[0].exit_code == (0 if res.speedup > 1.0 else 1)

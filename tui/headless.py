@@ -164,8 +164,13 @@ class HeadlessRenderer:
             body += f"\n[bold]Remedy:[/] {escape(e.remedy)}"
             c.print(Panel(body, title=f"[{style}]{e.severity.upper()}[/] {escape(e.title)} [dim]({e.id})[/]",
                           border_style=style, expand=True))
-        elif isinstance(e, ev.Data):
-            self._on_data(e)
+        elif isinstance(e, ev.ComparisonTable):
+            self._on_table(e)
+        elif isinstance(e, ev.Snippet):
+            c.print(Panel(escape(e.text), title="The tutorial's comparison (from the two JSON files)", expand=False))
+        elif isinstance(e, ev.Command):
+            indent = "    " if e.role == "tool" else "  "
+            c.print(f"{indent}[dim]$ {escape(e.text)}[/]", soft_wrap=True)
         elif isinstance(e, ev.Artifact):
             if self.verbose:
                 c.print(f"  [dim]wrote {escape(e.name)}: {escape(e.path)}[/]")
@@ -181,25 +186,16 @@ class HeadlessRenderer:
         elif isinstance(e, ev.RunFinished):
             self._summary(e)
 
-    def _on_data(self, e: ev.Data) -> None:
-        if e.kind == "comparison_table":
-            p = e.payload
-            t = Table(title="Baseline vs EAGLE3", show_lines=False)
-            t.add_column("Metric")
-            t.add_column("Baseline", justify="right")
-            t.add_column("EAGLE3", justify="right")
-            for label, b, x in p["rows"]:
-                t.add_row(label, b, x)
-            self.console.print(t)
-            for line in p.get("notes", []):
-                self.console.print(f"  [dim]{escape(line)}[/]")
-        elif e.kind == "snippet":
-            self.console.print(Panel(escape(str(e.payload)), title="The tutorial's comparison (from the two JSON files)",
-                                     expand=False))
-        elif e.kind in ("command", "bench_command"):
-            self.console.print(f"  [dim]$ {escape(e.payload['text'])}[/]", soft_wrap=True)
-        elif e.kind == "text":
-            self.console.print(escape(str(e.payload)))
+    def _on_table(self, e: ev.ComparisonTable) -> None:
+        t = Table(title="Baseline vs EAGLE3", show_lines=False)
+        t.add_column("Metric")
+        t.add_column("Baseline", justify="right")
+        t.add_column("EAGLE3", justify="right")
+        for label, b, x in e.rows:
+            t.add_row(label, b, x)
+        self.console.print(t)
+        for line in e.notes:
+            self.console.print(f"  [dim]{escape(line)}[/]")
 
     def _summary(self, e: ev.RunFinished) -> None:
         c = self.console

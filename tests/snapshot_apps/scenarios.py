@@ -114,7 +114,7 @@ def launch_events(step: str, profile: Profile, *, finish: bool = True, fault: bo
     argv = serve_argv(profile, spec, PH)
     cmd = format_command(argv, serve_env(profile, PH))
     out: list[ev.Event] = [ev.StepStarted(step, title, ts=0.0),
-                           ev.Data(step, "command", {"argv": argv, "text": cmd}),
+                           ev.Command(step, "serve", tuple(argv), cmd),
                            ev.Notice(step, "info", f"launched pid 4242; log: {RUN_DIR}/{step}.serve.log")]
     lid = 0
 
@@ -174,7 +174,7 @@ def launch_events(step: str, profile: Profile, *, finish: bool = True, fault: bo
     if spec:
         out.append(ev.Fact(step, "lossless check", "same as baseline", "pass", "baseline '6 7 8 9 10 '"))
     bench = format_command(bench_argv(profile, f"{RUN_DIR}/{step}.json", f"{RUN_DIR}/sonnet.txt", "0.24.0", PH))
-    out.append(ev.Data(step, "bench_command", {"argv": [], "text": bench}))
+    out.append(ev.Command(step, "bench", (), bench))
     n = profile.benchmark.num_prompts
     run = EAGLE_RUN if spec else BASE_RUN
     out.append(ev.Progress(step, "requests", n // 2, n, "req", 0.9, 17.0, "vllm bench serve"))
@@ -210,8 +210,8 @@ def results_events(profile: Profile) -> list[ev.Event]:
                "median_ttft_ms       baseline=252.33 eagle3=218.21\n\nEAGLE3 output throughput speedup: 1.20x")
     return [
         ev.StepStarted("results", "Results", ts=0.0),
-        ev.Data("results", "comparison_table", {"rows": rows, "comparison": comp, "notes": notes, "runs": runs}),
-        ev.Data("results", "snippet", snippet),
+        ev.ComparisonTable("results", tuple(tuple(r) for r in rows), comp, tuple(notes), runs),
+        ev.Snippet("results", snippet),
         dg.make("acceptance-low", "results", ["acceptance rate 24.0% (illustrative)"], severity="info"),
         ev.Fact("results", "output throughput speedup", "1.20x", "pass", "baseline 112.13 → EAGLE3 134.53 tok/s"),
         ev.Fact("results", "median TPOT", "7.00 → 5.82 ms", "pass", "ratio 0.83"),

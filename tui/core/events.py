@@ -182,11 +182,31 @@ class Artifact(Event):
 
 
 @dataclass(frozen=True)
-class Data(Event):
-    """Structured payload for front ends (e.g. results tables). kind names the payload shape."""
+class Command(Event):
+    """The exact command a step runs: role "serve" (a server launch), "bench" (`vllm bench serve`) or
+    "tool" (a helper such as the custom-dataset builder). `text` is its shell form (env assignments first)."""
 
-    kind: str
-    payload: Any
+    role: Literal["serve", "bench", "tool"]
+    argv: tuple[str, ...]
+    text: str
+
+
+@dataclass(frozen=True)
+class ComparisonTable(Event):
+    """Baseline vs EAGLE3: the table rows (label, baseline, eagle3), the comparison ratios, notes, and
+    the two runs' numbers (report.json's `runs`)."""
+
+    rows: tuple[tuple[str, str, str], ...]
+    comparison: dict[str, Any]
+    notes: tuple[str, ...]
+    runs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Snippet(Event):
+    """The tutorial's own comparison output, reproduced from the two bench JSON files."""
+
+    text: str
 
 
 Sink = Callable[[Event], None]

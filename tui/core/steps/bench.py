@@ -30,7 +30,7 @@ from ..benchparse import (BenchParseError, BenchResult, TqdmProgressParser, firs
                           parse_stdout_blocks)
 from ..commands import (CUSTOM_JSONL, DATASET_MODE_LABELS, bench_argv, dataset_mode, format_command,
                         sonnet_custom_argv, tools_dir)
-from ..events import Artifact, Data, Notice, Progress
+from ..events import Artifact, Command, Notice, Progress
 from ..supervisor import ManagedProcess
 from .base import FactRecorder, StepContext
 
@@ -139,7 +139,7 @@ async def ensure_custom_jsonl(ctx: StepContext, facts: FactRecorder, sonnet_path
             return str(out)
     text = format_command(argv)
     ctx.emit(Notice(step, "info", f"vLLM >= 0.32 has no sonnet dataset: building the sonnet prompts as {out.name}"))
-    ctx.emit(Data(step, "text", "  $ " + text.replace("\n", "\n    ")))
+    ctx.emit(Command(step, "tool", tuple(argv), text))
     lines: list[str] = []
     log = ctx.run.file(CUSTOM_JSONL.replace(".jsonl", ".log"))
     proc = ManagedProcess(argv, server_launch_env(ctx.profile, ctx.ph, ctx.environ), log,
@@ -258,7 +258,7 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
     if result_file.exists():
         result_file.unlink()
     argv = bench_argv(prof, str(result_file), dataset_path, version, ctx.ph)
-    ctx.emit(Data(step, "bench_command", {"argv": argv, "text": format_command(argv)}))
+    ctx.emit(Command(step, "bench", tuple(argv), format_command(argv)))
     env = dict(ctx.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
     total = prof.benchmark.num_prompts

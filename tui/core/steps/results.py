@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import diagnostics as dg
 from ..benchparse import parse_result_json
-from ..events import Data
+from ..events import ComparisonTable, Snippet
 from ..report import comparison, comparison_rows, run_summary
 from .base import FactRecorder, StepContext, StepResult
 
@@ -41,8 +41,7 @@ async def run(ctx: StepContext) -> StepResult:
     rows = comparison_rows({"runs": runs})
     notes = ["ITL is measured per streamed chunk: under EAGLE3 a chunk carries several tokens, so compare the runs "
              "by TPOT and output throughput."]
-    ctx.emit(Data("results", "comparison_table", {"rows": rows, "comparison": comp, "notes": notes,
-                                                  "runs": runs}))
+    ctx.emit(ComparisonTable("results", tuple(tuple(r) for r in rows), comp, tuple(notes), runs))
 
     # The tutorial's own snippet, from the two JSON files exactly as bench wrote them.
     snippet = None
@@ -54,7 +53,7 @@ async def run(ctx: StepContext) -> StepResult:
         fr.add("tutorial snippet", "unavailable", "warn", f"cannot read baseline.json / eagle3.json: {exc}")
     if snippet is not None:
         ctx.run.write_text("comparison.txt", snippet + "\n")
-        ctx.emit(Data("results", "snippet", snippet))
+        ctx.emit(Snippet("results", snippet))
 
     speedup = comp.get("output_throughput_speedup")
     diags = []

@@ -18,7 +18,7 @@ import httpx
 
 from .. import diagnostics as dg
 from ..commands import base_url, format_command, serve_argv, serve_env, target_model
-from ..events import Data, Notice
+from ..events import Command, Notice
 from ..logwatch import ServeLogWatcher
 from ..supervisor import ManagedProcess, port_free, port_holder, wait_port_free
 from ..sysinfo import bind_problem
@@ -111,7 +111,7 @@ class ServerRun:
         extra_env = serve_env(self.prof, self.ctx.ph)
         env = self._child_env(extra_env)
         cmd_text = format_command(argv, extra_env)
-        self.ctx.emit(Data(self.step, "command", {"argv": argv, "text": cmd_text}))
+        self.ctx.emit(Command(self.step, "serve", tuple(argv), cmd_text))
         self.ctx.run.write_text(f"{self.step}.command.sh", "#!/usr/bin/env bash\n" + cmd_text + "\n")
         self.proc = ManagedProcess(argv, env, self.ctx.run.file(f"{self.step}.serve.log"),
                                    on_line=self.watcher.on_line, grace_s=float(s.stop_grace_s),
