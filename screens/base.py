@@ -60,7 +60,6 @@ class FailureBanner(Static):
         else:
             self.set_class(False, "-shown")
             return
-        t.append("\nr retries (edit the settings on the Profile pane first) · e exports the report", style="dim")
         self.update(t)
         self.set_class(True, "-shown")
 

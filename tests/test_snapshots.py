@@ -1,4 +1,5 @@
-"""Snapshot tests of every pane at 80×24 (pytest-textual-snapshot; Textual is pinned exactly).
+"""Snapshot tests of every screen at 80×24 and at a wide size, in healthy and failed states
+(pytest-textual-snapshot; Textual is pinned exactly).
 
 The app runs frozen (no clocks, gauges, spinners, animations or cursor blink) and is put into each
 state with deterministic synthetic engine events (tests/snapshot_apps/scenarios.py), so the SVGs only
@@ -13,6 +14,8 @@ import pytest
 from tui.app import SpecdecApp
 
 from snapshot_apps import replay, scenarios
+
+SIZES = {"80x24": (80, 24), "wide": (140, 40)}
 
 
 @pytest.fixture(autouse=True)
@@ -39,11 +42,33 @@ def fed(app: SpecdecApp, events, show: str, busy: str | None = None, then=None):
     return run_before
 
 
-def test_profile_screen(snap_compare):
-    assert snap_compare(make_app())
+def tp8():
+    return scenarios.demo_profile().with_values({"server.tensor_parallel_size": 8})
 
 
-def test_profile_inline_validation(snap_compare):
+# (name, profile factory, events factory or None, pane shown, busy step)
+HEALTHY = [
+    ("environment", None, scenarios.full_run, "env", None),
+    ("checkpoints", None, scenarios.full_run, "checkpoints", None),
+    ("dataset", None, scenarios.full_run, "dataset", None),
+    ("launch-compiling", None, scenarios.until_baseline_compile, "baseline", "baseline"),
+    ("launch-after-bench", None, scenarios.full_run, "eagle3", None),
+    ("results", None, scenarios.full_run, "results", None),
+]
+FAILED = [
+    ("environment-tp8-fails-before-launch", tp8, scenarios.env_tp8_fault, "env", None),
+    ("launch-hbm-fault", tp8, scenarios.tp8_fault, "baseline", None),
+    ("results-throughput-regressed", None, scenarios.regressed_run, "results", None),
+]
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_profile_screen(snap_compare, size):
+    assert snap_compare(make_app(), terminal_size=SIZES[size])
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_profile_inline_validation(snap_compare, size):
     app = make_app()
 
     async def run_before(pilot) -> None:
@@ -51,7 +76,14 @@ def test_profile_inline_validation(snap_compare):
         app.query_one("#knob-benchmark-num-prompts").value = "0"
         await pilot.pause()
 
-    assert snap_compare(app, run_before=run_before)
+    assert snap_compare(app, run_before=run_before, terminal_size=SIZES[size])
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("name,profile,events,show,busy", HEALTHY + FAILED, ids=[c[0] for c in HEALTHY + FAILED])
+def test_pane(snap_compare, size, name, profile, events, show, busy):
+    app = make_app(profile() if profile else None)
+    assert snap_compare(app, run_before=fed(app, events(), show, busy=busy), terminal_size=SIZES[size])
 
 
 def test_environment_pane_with_the_selected_rows_remedy(snap_compare):
@@ -60,51 +92,45 @@ def test_environment_pane_with_the_selected_rows_remedy(snap_compare):
     async def select_warning(pilot) -> None:
         table = app.query_one("#env-facts DataTable")
         table.focus()
-        table.move_cursor(row=6)
+        table.move_cursor(row=9)
 
     assert snap_compare(app, run_before=fed(app, scenarios.full_run(), "env", then=select_warning))
 
 
-def test_checkpoints_pane(snap_compare):
-    app = make_app()
-    assert snap_compare(app, run_before=fed(app, scenarios.full_run(), "checkpoints"))
-
-
-def test_dataset_pane(snap_compare):
-    app = make_app()
-    assert snap_compare(app, run_before=fed(app, scenarios.full_run(), "dataset"))
-
-
-def test_launch_pane_while_compiling(snap_compare):
-    app = make_app()
-    assert snap_compare(app, run_before=fed(app, scenarios.until_baseline_compile(), "baseline", busy="baseline"))
-
-
-def test_launch_pane_after_the_eagle3_benchmark(snap_compare):
-    app = make_app()
-    assert snap_compare(app, run_before=fed(app, scenarios.full_run(), "eagle3"))
-
-
-def test_results_pane(snap_compare):
-    app = make_app()
-    assert snap_compare(app, run_before=fed(app, scenarios.full_run(), "results"))
-
-
-def test_results_pane_wide(snap_compare):
-    app = make_app()
-    assert snap_compare(app, run_before=fed(app, scenarios.full_run(), "results"), terminal_size=(120, 40))
-
-
-def test_hbm_fault_diagnosis_panel(snap_compare):
-    app = make_app(scenarios.demo_profile().with_values({"server.tensor_parallel_size": 8}))
-    assert snap_compare(app, run_before=fed(app, scenarios.tp8_fault(), "baseline"))
-
-
-def test_quit_confirmation_while_a_server_runs(snap_compare):
+@pytest.mark.parametrize("size", SIZES)
+def test_quit_confirmation_names_the_servers_phase(snap_compare, size):
     app = make_app()
 
     async def quit_(pilot) -> None:
         await pilot.press("ctrl+q")
 
     assert snap_compare(app, run_before=fed(app, scenarios.until_baseline_compile(), "baseline", busy="baseline",
-                                            then=quit_))
+                                            then=quit_), terminal_size=SIZES[size])
+
+
+def test_help_screen(snap_compare):
+    app = make_app()
+
+    async def help_(pilot) -> None:
+        await pilot.press("question_mark")
+
+    assert snap_compare(app, run_before=help_)
+
+
+def test_planned_commands_from_the_first_screen(snap_compare):
+    # The tutorial's profile: its commands hold no path of this machine (the demo's name the interpreter).
+    from tui.core.profile import load_profile
+
+    app = make_app(load_profile("gpt-oss-120b-eagle3-trn2"))
+
+    async def cmd(pilot) -> None:
+        app.query_one("#steps").focus()
+        await pilot.press("c")
+
+    assert snap_compare(app, run_before=cmd)
+
+
+def test_no_color_failed_step(snap_compare, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = make_app(tp8())
+    assert snap_compare(app, run_before=fed(app, scenarios.env_tp8_fault(), "env"))

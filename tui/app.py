@@ -524,7 +524,11 @@ class SpecdecApp(App[int]):
         from .core.commands import show_commands_text
 
         run_dir = str(self.run_dir) if self.run_dir is not None else "./specdec-runs/<run>"
-        self.push_screen(CommandScreen(f"{prof.name} (planned)", show_commands_text(prof, run_dir), ""))
+        env = (self.engine.ctx.shared.get("env") or {}) if self.engine is not None else {}
+        version = env.get("vllm_version")  # what the environment step found, once it has run
+        text = show_commands_text(prof, run_dir, version, "detected" if version else "unknown",
+                                  [env["vllm_python"]] if env.get("vllm_python") else None)
+        self.push_screen(CommandScreen(f"{prof.name} (planned)", text, ""))
 
     def action_save_profile(self) -> None:
         pane = self.query_one(ProfilePane)
@@ -710,8 +714,7 @@ class SpecdecApp(App[int]):
             what = f"The {TITLES[self.busy]} step is running."
             if self.busy in LAUNCH_STEPS:
                 phase = self.query_one(f"#pane-{self.busy}", LaunchPane).timeline.current
-                what = (f"The {TITLES[self.busy]} is running" + (f" (phase: {phase})" if phase else "")
-                        + "; quitting stops it.")
+                what = f"The {TITLES[self.busy]} is running" + (f" (phase: {phase})." if phase else ".")
 
             def answer(yes: bool | None) -> None:
                 if yes:

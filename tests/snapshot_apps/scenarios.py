@@ -37,22 +37,47 @@ def demo_profile() -> Profile:
     return load_profile("demo")
 
 
+ENV_FACTS = [
+    ("platform", "neuron", "pass", "vLLM with the vllm-neuron plugin on Trainium", ""),
+    ("instance type", "trn2.48xlarge", "pass", "from DMI (/sys/class/dmi/id/product_name)", ""),
+    ("Neuron devices", "16 devices, 64 logical cores (LNC=2)", "pass", "neuron-ls -j; /dev/neuron0..15", ""),
+    ("NeuronCores in use", "none", "pass", "no process holds a NeuronCore (neuron-ls)", ""),
+    ("Neuron SDK", "2.24 (≥ 2.31 needed: see vllm-neuron)", "pass", "from aws-neuronx-tools 2.24.0", ""),
+    ("vLLM", "0.24.0", "pass", "installed in the interpreter that runs `vllm`", ""),
+    ("vllm-neuron", "0.24.0.1.0.0", "pass", "the platform plugin is registered (vllm.platform_plugins)", ""),
+    ("HBM fit", "8.3 GiB of 24.0 GiB per core", "pass",
+     "openai/gpt-oss-120b: 234 GB of weights over TP16 incl. ~1 GiB runtime", ""),
+    ("bench dataset support", "sonnet (built in)", "pass", "vLLM 0.24.0 reads sonnet.txt itself", ""),
+    ("compile cache", "cold", "warn", "first launch compiles for several minutes",
+     "keep VLLM_CACHE_ROOT on local NVMe so relaunches hit the cache"),
+    ("server port", "127.0.0.1:8000 free", "pass", "", ""),
+]
+
+
 def env_events() -> list[ev.Event]:
     s = "env"
-    facts = [
-        ("instance type", "simulated", "pass", "simulated profile: no Neuron hardware is needed", ""),
-        ("Neuron devices", "simulated", "pass", "simulated profile: no Neuron hardware is needed", ""),
-        ("Neuron SDK", "simulated", "pass", "simulated profile: no Neuron hardware is needed", ""),
-        ("vLLM", "0.24.0 (simulated)", "pass", "from [simulation] vllm_version", ""),
-        ("sonnet dataset", "available", "pass", "vLLM 0.24.0 still has --dataset-name sonnet", ""),
-        ("host RAM", "31.4 GiB", "info", "trn2.48xlarge has 2048 GiB", ""),
-        ("compile cache", "cold", "warn", "first launch compiles for several minutes",
-         "keep VLLM_CACHE_ROOT on local NVMe so relaunches hit the cache"),
-        ("server port", "127.0.0.1:8000 free", "pass", "", ""),
-    ]
     out: list[ev.Event] = [ev.StepStarted(s, "Environment", ts=0.0)]
-    out += [ev.Fact(s, *f) for f in facts]
-    out.append(ev.StepFinished(s, "warned", 0.4, "8 checks, 1 warnings: compile cache", ts=0.0))
+    out += [ev.Fact(s, *f) for f in ENV_FACTS]
+    out.append(ev.StepFinished(s, "warned", 0.4, f"{len(ENV_FACTS)} checks, 1 warnings: compile cache", ts=0.0))
+    return out
+
+
+def env_hbm_fault_events() -> list[ev.Event]:
+    """TP 8 caught before any launch: the HBM fit check fails in the environment step."""
+    s = "env"
+    facts = [f for f in ENV_FACTS if f[0] != "HBM fit"]
+    fit = ("HBM fit", "15.6 GiB per core > 12.0 GiB", "fail",
+           "openai/gpt-oss-120b: 234 GB of weights over TP8 = 15.6 GiB per logical core incl. ~1 GiB runtime; each "
+           "logical core owns 12.0 GiB HBM (96 GiB per device / 8 logical cores, LNC=2, from neuron-ls): the server "
+           "would fail in warmup with an HBM allocation failure",
+           "set [server] tensor_parallel_size = 16 or higher (TP8 needs 15.6 GiB of 12.0 GiB per core)")
+    out: list[ev.Event] = [ev.StepStarted(s, "Environment", ts=0.0)]
+    out += [ev.Fact(s, *f) for f in facts[:7]] + [ev.Fact(s, *fit)] + [ev.Fact(s, *f) for f in facts[7:]]
+    d = dg.hbm(s, [f"{fit[0]}: {fit[1]} — {fit[3]}"], 8, model="openai/gpt-oss-120b", remedy=fit[4])
+    import dataclasses  # the title the environment step gives it (steps/env.py)
+
+    out.append(dataclasses.replace(d, title="The model does not fit in device memory (HBM) at tensor-parallel-size 8"))
+    out.append(ev.StepFinished(s, "failed", 0.4, f"1 of {len(facts) + 1} checks failed: HBM fit", ts=0.0))
     return out
 
 
@@ -239,3 +264,39 @@ def tp8_fault(profile: Profile | None = None) -> list[ev.Event]:
     profile = (profile or demo_profile()).with_values({"server.tensor_parallel_size": 8})
     return ([ev.RunStarted("", profile.name, RUN_DIR, ev.STEP_IDS, True, ts=0.0)] + env_events()
             + checkpoint_events() + dataset_events() + launch_events("baseline", profile, fault=True))
+
+
+def env_tp8_fault(profile: Profile | None = None) -> list[ev.Event]:
+    profile = (profile or demo_profile()).with_values({"server.tensor_parallel_size": 8})
+    return [ev.RunStarted("", profile.name, RUN_DIR, ev.STEP_IDS, True, ts=0.0)] + env_hbm_fault_events()
+
+
+REGRESSED_RUN = dict(EAGLE_RUN, output_throughput=58.48, median_tpot_ms=15.46, mean_tpot_ms=15.46,
+                     acceptance_rate=76.18, acceptance_length=1.76, per_position_acceptance=[76.18])
+
+
+def results_regressed_events() -> list[ev.Event]:
+    """Speculation does not pay (the real CPU run's numbers): the results step fails on the verdict."""
+    runs = {"baseline": dict(BASE_RUN, output_throughput=111.58, median_tpot_ms=7.77, mean_tpot_ms=7.77),
+            "eagle3": REGRESSED_RUN}
+    comp = comparison(runs)
+    rows = comparison_rows({"runs": runs})
+    d = dg.throughput_rule("results", runs["baseline"], runs["eagle3"], k=1)[0]
+    return [
+        ev.StepStarted("results", "Results", ts=0.0),
+        ev.ComparisonTable("results", tuple(tuple(r) for r in rows), comp, (), runs),
+        d,
+        ev.Fact("results", "output throughput speedup", "0.52x", "fail", "baseline 111.58 → EAGLE3 58.48 tok/s"),
+        ev.Fact("results", "median TPOT", "7.77 → 15.46 ms", "warn", "ratio 1.99"),
+        ev.Fact("results", "acceptance rate", "76.18%", "pass", "acceptance length 1.76 (source: metrics)"),
+        ev.StepFinished("results", "failed", 0.1, "EAGLE3 output throughput speedup 0.52x, acceptance 76.2%; "
+                        "1 diagnosis(es)", ts=0.0),
+        ev.RunFinished("", 1, f"{RUN_DIR}/report.json", ts=0.0),
+    ]
+
+
+def regressed_run(profile: Profile | None = None) -> list[ev.Event]:
+    profile = profile or demo_profile()
+    return ([ev.RunStarted("", profile.name, RUN_DIR, ev.STEP_IDS, True, ts=0.0)] + env_events()
+            + checkpoint_events() + dataset_events() + launch_events("baseline", profile)
+            + launch_events("eagle3", profile) + results_regressed_events())
