@@ -339,8 +339,6 @@ def test_bench_stdout_blocks_and_result_json(server, custom_jsonl, tmp_path):
 
 def test_bench_exits_0_even_when_the_server_is_unreachable(server, custom_jsonl, tmp_path):
     """vLLM judges nothing by exit status: with nobody listening the run 'completes' with failures."""
-    if server.kind == "sim":
-        pytest.xfail("the simulator's bench stops with a clear error (exit 1) when the server is unreachable")
     port = free_port()
     argv = [*server.bench_cmd, "--backend", "vllm", "--model", server.target, "--tokenizer", server.target,
             "--host", "127.0.0.1", "--port", str(port), "--dataset-name", "custom", "--dataset-path",

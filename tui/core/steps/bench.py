@@ -38,13 +38,12 @@ METRICS_POLL_S = 2.0
 
 
 async def vllm_version(ctx: StepContext) -> str | None:
-    """The vLLM version the profile runs: from the env step, the simulation table, or a fresh probe of the
-    interpreter that owns `vllm` (run in a thread: it starts a subprocess)."""
+    """The vLLM version the profile runs: from the env step, or a fresh probe of the interpreter that owns
+    `vllm` in the run's environment (on a stand-in platform, its stub `vllm`; run in a thread: it starts a
+    subprocess)."""
     env = ctx.shared.get("env") or {}
     if env.get("vllm_version"):
         return str(env["vllm_version"])
-    if ctx.profile.simulated:
-        return str(ctx.profile.data["simulation"]["vllm_version"])
     from ..probe import probe_vllm_version
 
     try:
