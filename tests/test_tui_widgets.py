@@ -190,7 +190,7 @@ async def test_panes_render_a_whole_run_from_events():
         await replay.feed(app, pilot, scenarios.full_run())
         assert all(app.status[s] in ("passed", "warned") for s in ev.STEP_IDS)
         env = app.query_one("#env-facts")
-        assert len(env.facts) == 8 and env.counts()["warn"] == 1
+        assert len(env.facts) == len(scenarios.ENV_FACTS) and env.counts()["warn"] == 1
         assert app.query_one("#pane-checkpoints").verdict() == "compatible"
         assert "22.7 KB / 22.7 KB" in text_of(app.query_one("#dataset-progress"))
         base = app.query_one("#pane-baseline")

@@ -191,11 +191,6 @@ SCHEMA: dict[str, dict[str, Spec]] = {
                         'a non-empty argv list, e.g. ["{python}", "-m", "tui.sim", "stand-in", "--profile", '
                         '"{run_dir}/profile.toml"]'),
     },
-    "stand_in": {
-        "command": Spec("list[str]", [], None,
-                        'a list of strings: the argv of a stand-in platform, e.g. ["{python}", "-m", "tui.sim", '
-                        '"stand-in", "--profile", "{run_dir}/profile.toml"]'),
-    },
     "simulation": {
         "time_scale": Spec("float", 1.0, lambda v: 0 < v <= 100, "a number > 0 and ≤ 100 (1.0 = real time)"),
         "hub": Spec("bool", True, None, "true or false (start the loopback hub and dataset mirror)"),
