@@ -10,21 +10,17 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from tui.core import events as ev
+from tui.core.diagnostics import decisive_first
 from tui.widgets.common import STEP_ICONS, fmt_secs, status_style
 
 FAILED_STATES = ("failed", "unavailable")
-_DECISIVE_WORDS = ("error", "failed", "fail", "exception", "out of memory", "oom", "refused", "killed",
-                   "timed out", "timeout", "not found", "mismatch", "busy", "cannot", "denied", "no such")
 EVIDENCE_LINES = 2
 EVIDENCE_CHARS = 220
 
 
 def decisive_evidence(evidence: tuple[str, ...] | list[str], n: int = EVIDENCE_LINES) -> list[str]:
     """The evidence lines that carry the failure (an error signature) first, then the rest, at most n."""
-    lines = [e.strip() for e in evidence if e and e.strip()]
-    hot = [e for e in lines if any(w in e.lower() for w in _DECISIVE_WORDS)]
-    rest = [e for e in lines if e not in hot]
-    return (hot + rest)[:n]
+    return decisive_first(evidence)[:n]
 
 
 def _clip(text: str, limit: int = EVIDENCE_CHARS) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -13,6 +12,8 @@ import time
 from pathlib import Path
 
 import psutil
+
+from e2e_util import free_port, port_is_free  # noqa: F401  (the tier's tests import them from here)
 
 REPO = Path(__file__).resolve().parents[2]
 READY_LINE = "Application startup complete."
@@ -22,20 +23,6 @@ SIM_CFG = {"vllm_version": "0.32.0", "time_scale": 0.05, "weights_s": 4.0, "draf
            "compile_s": 4.0, "warmup_s": 1.0, "acceptance": 0.7}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def serve_flags(target: str, port: int, draft: str | None = None, k: int = 1, eager: bool = False) -> list[str]:

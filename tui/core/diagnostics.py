@@ -158,16 +158,21 @@ def make(diag_id: str, step: str, evidence: Iterable[str], severity: Severity | 
     return Diagnosis(step, diag_id, severity or e.severity, e.title, tuple(str(x) for x in evidence), remedy)
 
 
-def _decisive_first(evidence: Iterable[str], words: tuple[str, ...]) -> list[str]:
-    """Evidence with the lines that carry the failure first (the panes show the first lines)."""
-    ev = [str(x) for x in evidence]
+DECISIVE_WORDS = ("error", "failed", "fail", "exception", "out of memory", "oom", "refused", "killed",
+                  "timed out", "timeout", "not found", "mismatch", "busy", "cannot", "denied", "no such")
+
+
+def decisive_first(evidence: Iterable[str], words: tuple[str, ...] = DECISIVE_WORDS) -> list[str]:
+    """Evidence with the lines that carry the failure first (the panes show the first lines); blank lines
+    dropped."""
+    ev = [str(x).strip() for x in evidence if x and str(x).strip()]
     hot = [x for x in ev if any(w in x.lower() for w in words)]
     return hot + [x for x in ev if x not in hot]
 
 
 def hbm(step: str, evidence: Iterable[str], tp: int, model: str = "", remedy: str = "") -> Diagnosis:
     """The HBM allocation failure. `remedy`: a fact-based one (the env step's HBM fit check) when known."""
-    ev = _decisive_first(evidence, ("failed to allocate", "out of memory", "per core >"))
+    ev = decisive_first(evidence, ("failed to allocate", "out of memory", "per core >"))
     d = make("hbm-allocation-failure", step, ev, tp=tp, fix_key="server.tensor_parallel_size",
              model=model or "The model", suggest=max(16, tp * 2) if tp < 16 else tp * 2)
     if remedy:

@@ -128,8 +128,7 @@ class Engine:
         self._restore_facts()
         self.exit_code: int | None = None
         self.attempts: dict[str, int] = {}
-        self.opened = False
-        self._open_attempted = False
+        self.opened = False  # open() has been called (it runs once)
         self._stale: tuple[list[str], str, str] | None = None
         self.unwritable: RunDirUnwritable | None = None
         self.refused: RunDirStateError | None = None
@@ -371,9 +370,9 @@ class Engine:
         """Start a run: state.json, profile.toml, then (in the background) the profile's stand-in platform and
         RunStarted. Returns at once; run_step waits until the platform is up, so a front end that asks for a
         step right away gets it on the platform, and RunStarted always comes before the first step. Once only."""
-        if self._open_attempted:
+        if self.opened:
             return
-        self._open_attempted = True
+        self.opened = True
         prof = self.profile
         self._opened = asyncio.Event()
         # A reused run directory: its state must be sound, this profile's, and not in use (else refused, untouched).
@@ -404,7 +403,6 @@ class Engine:
             self._unwritable_seen(err)
             self._opened.set()
             return
-        self.opened = True
         self._stale = (stale, who, why) if stale else None
         self._open_task = asyncio.ensure_future(self._finish_open())
 
@@ -529,7 +527,7 @@ class Engine:
 
     async def run_next(self) -> StepResult | None:
         """Run the next step (opening the run first if needed). None when nothing is left to run."""
-        if not self._open_attempted:
+        if not self.opened:
             await self.open()
         sid = self.next_step()
         if sid is None:
@@ -553,7 +551,7 @@ class Engine:
         (they depend on it): their results, facts and diagnoses are dropped."""
         if sid not in self.steps:
             raise ValueError(f"step {sid!r} is not part of this run ({', '.join(self.steps)})")
-        if not self._open_attempted:
+        if not self.opened:
             await self.open()
         if profile is not None:
             self.set_profile(profile)
@@ -572,7 +570,7 @@ class Engine:
     async def run_until_failure(self) -> int:
         """Run the remaining steps in order until one fails, then finish. Returns the exit code."""
         try:
-            if not self._open_attempted:
+            if not self.opened:
                 await self.open()
             while self.failed_step is None and (sid := self.next_step()) is not None:
                 if self.refused is not None or self.unwritable is not None:
@@ -587,7 +585,7 @@ class Engine:
         """End the run: the steps after a failed one are recorded as skipped, then the report. Idempotent."""
         if self.closed:
             return int(self.exit_code or 0)
-        if not self._open_attempted:
+        if not self.opened:
             await self.open()
         failed = self.failed_step
         if interrupted:

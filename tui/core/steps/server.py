@@ -47,10 +47,6 @@ def _counting_check(prompt: str, text: str) -> tuple[bool, str]:
     return ok, ("continues the count" if ok else f"expected {' '.join(expected[:5])} …")
 
 
-def dg_model(prof) -> str:
-    return prof.data["models"]["target"]
-
-
 class ServerRun:
     def __init__(self, ctx: StepContext, step: str, speculative: bool):
         self.ctx = ctx
@@ -162,7 +158,7 @@ class ServerRun:
                     self.diag(dg.startup_timeout(self.step,
                                                  [f"no readiness after {timeout:.0f}s (server.startup_timeout_s)",
                                                   f"last phase: {self.watcher.current_phase or 'none'}"],
-                                                 dg_model(self.prof), timeout))
+                                                 target_model(self.prof, self.ctx.ph), timeout))
                     return False
                 if exited.done():
                     await self.proc.wait_output_done()
