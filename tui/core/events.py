@@ -203,6 +203,24 @@ class ComparisonTable(Event):
 
 
 @dataclass(frozen=True)
+class MatrixTable(Event):
+    """A tune run's results: every arm on every workload (report.json's `matrix`: arms, cells with intervals,
+    the recommendation per workload, the baseline noise floor). See tui/core/stats.py for its shape."""
+
+    matrix: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ArmProgress(Event):
+    """Where an arm's step is: which workload and repeat its bench is on (repeat 0: the probe), of how many."""
+
+    workload: str
+    repeat: int
+    repeats: int
+    workloads: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Snippet(Event):
     """The tutorial's own comparison output, reproduced from the two bench JSON files."""
 

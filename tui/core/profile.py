@@ -207,10 +207,27 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         "fault": Spec("str", "none", _fault_check, _fault_allowed),
         "hbm_gib_per_core": Spec("float", 24.0, _rng(1, 1024), "GiB per logical core"),
     },
+    "tune": {
+        "num_speculative_tokens": Spec("list[int]", [1, 2, 3], lambda v: 0 < len(v) <= 8 and all(1 <= x <= 16 for x in v)
+                                       and len(set(v)) == len(v),
+                                       "a non-empty list of distinct integers from 1 to 16, e.g. [1, 2, 3]"),
+        "repeats": Spec("int", 3, _rng(1, 20), "an integer from 1 to 20 (bench runs per arm and workload)"),
+        "workloads": Spec("list[str]", ["sonnet"], lambda v: 0 < len(v) <= 3 and len(set(v)) == len(v)
+                          and all(x in TUNE_WORKLOADS for x in v),
+                          "a non-empty list of distinct names from " + ", ".join(repr(w) for w in ("sonnet", "chat", "own"))),
+        "prompts_file": Spec("str", "", None, 'a JSONL file of your own prompts (workload "own"), or empty'),
+        "probe_prompts": Spec("int", 8, _rng(0, 256),
+                              "an integer from 0 to 256 (prompts sent per arm and workload for the per-prompt lossless "
+                              "check and per-request metrics; 0: none)"),
+        "parallel": Spec("bool", False, None, "true or false (launch arms at once on disjoint cores: neuron only)"),
+        "drafts": Spec("table", {}, None,
+                       'a table of named drafts, e.g. [tune.drafts.redhat] model = "RedHatAI/..." method = "eagle3"'),
+    },
 }
+TUNE_WORKLOADS = ("sonnet", "chat", "own")
 
 # Tables that exist only when the profile has them (no defaults filled in otherwise).
-OPTIONAL_TABLES = ("stand_in", "simulation")
+OPTIONAL_TABLES = ("stand_in", "simulation", "tune")
 
 _TABLE_TITLES = {k: f"[{k}]" for k in SCHEMA if k}
 _TABLE_TITLES[""] = "the top level"
@@ -520,7 +537,48 @@ def _non_neuron_checks(prof: Profile) -> None:
         )
 
 
+DRAFT_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _tune_checks(prof: Profile) -> None:
+    """[tune]: the named drafts ({model, method}), the own-prompts file when "own" is a workload."""
+    t = prof.data.get("tune")
+    if t is None:
+        return
+    src = prof.source
+    for name, d in t["drafts"].items():
+        path = f"tune.drafts.{name}"
+        if not name or not set(name) <= DRAFT_NAME_CHARS or len(name) > 24:
+            raise _err(src, path, name, "a draft name of lowercase letters, digits and _ (at most 24)",
+                       "It names the arm's files and its column, e.g. [tune.drafts.redhat].")
+        if not isinstance(d, dict):
+            raise _err(src, path, d, 'a table such as {model = "RedHatAI/gpt-oss-120b-speculator.eagle3", '
+                                     'method = "eagle3"}')
+        unknown = sorted(set(d) - {"model", "method"})
+        if unknown:
+            raise ProfileError(f"profile {src}: unknown key '{path}.{unknown[0]}' in [{path}]; allowed keys: model, "
+                               "method. Remove it or check its spelling.")
+        if not isinstance(d.get("model"), str) or not d["model"].strip():
+            raise _err(src, f"{path}.model", d.get("model", ""), "a Hugging Face repo id or local path",
+                       f"Add model = \"...\" to [{path}].")
+        if "method" in d and not _method_check(d["method"]):
+            raise _err(src, f"{path}.method", d["method"], _method_allowed)
+    if "own" in t["workloads"] and not t["prompts_file"].strip():
+        raise ProfileError(f"profile {src}: tune.workloads includes 'own' but tune.prompts_file is empty; allowed: "
+                           "a JSONL file with one {\"prompt\": ...} or {\"messages\": [...]} per line. Set "
+                           "tune.prompts_file, or remove 'own' from tune.workloads.")
+    if t["prompts_file"].strip() and "own" not in t["workloads"]:
+        raise ProfileError(f"profile {src}: tune.prompts_file = {t['prompts_file']!r} is set but tune.workloads "
+                           f"({t['workloads']}) does not include 'own', so it would be ignored. Add \"own\" to "
+                           "tune.workloads, or remove tune.prompts_file.")
+    if t["parallel"] and prof.platform != "neuron":
+        raise ProfileError(f"profile {src}: tune.parallel = true is not valid on platform {prof.platform!r}; allowed: "
+                           "false (parallel arms need disjoint NeuronCore ranges: neuron only). Set tune.parallel = "
+                           "false.")
+
+
 def _common_checks(prof: Profile) -> None:
+    _tune_checks(prof)
     s = prof.data["server"]
     src = prof.source
     dtp = prof.data["speculative"]["draft_tensor_parallel_size"]
