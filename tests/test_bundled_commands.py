@@ -54,6 +54,11 @@ REVIEW = {
         "vLLM docs, Pipeline Parallelism: serve openai/gpt-oss-20b --pipeline-parallel-size 2, speculative-config "
         "method eagle3, model RedHatAI/gpt-oss-20b-speculator.eagle3, num_speculative_tokens 3; no TP flag "
         "(1 = vLLM's default is not sent). Intended: --no-enable-prefix-caching."),
+    "tune": (
+        "The tutorial's Step 3 on the tutorial's profile: the baseline server line equals the tutorial fixture; each "
+        "arm's server is the tutorial's EAGLE3 line with num_speculative_tokens 1, 2, 3 in --speculative-config and "
+        "nothing else changed; each benchmark equals the tutorial's with --result-filename <arm>.sonnet.r1.json "
+        "(repeated r2, r3)."),
     "cpu": (
         "reference/real-vllm-cpu.md: VLLM_CPU_KVCACHE_SPACE=1 vllm serve <target-dir> --dtype bfloat16 "
         "--max-model-len 1024 --max-num-seqs 1 --max-num-batched-tokens 512 --no-enable-prefix-caching, plus "
@@ -65,7 +70,7 @@ REVIEW = {
 # The bench's dataset flags depend on the vLLM version: the goldens pin one per profile. The Neuron profiles
 # at 0.29 (what Neuron SDK 2.33 pins: --dataset-name sonnet), the others at 0.32 (no sonnet: the sonnet
 # prompts are built as a custom JSONL, Step 0).
-PINNED_VERSION = {"gpt-oss-120b-eagle3-trn2": "0.29.0", "gpt-oss-120b-stevenabreu7-trn2": "0.29.0"}
+PINNED_VERSION = {"gpt-oss-120b-eagle3-trn2": "0.29.0", "gpt-oss-120b-stevenabreu7-trn2": "0.29.0", "tune": "0.29.0"}
 
 
 def show_commands(name: str, tmp_path: Path) -> str:

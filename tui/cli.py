@@ -153,7 +153,7 @@ def _main(argv: list[str] | None) -> int:
         return _fail_usage("--profile is empty; give a bundled profile name (see `specdec-tui --list-profiles`) "
                            "or a path to a .toml file.")
     try:
-        steps = parse_steps(args.steps)
+        steps = parse_steps(args.steps) if profile_name is None else None  # with a profile: its own steps, below
     except ValueError as exc:
         return _fail_usage(str(exc))
 
@@ -167,6 +167,10 @@ def _main(argv: list[str] | None) -> int:
         except ProfileError as exc:
             return _fail_usage(str(exc))
         add_secrets_from_env(profile.data["server"]["env"])  # redacted on every channel from here on
+        try:
+            steps = parse_steps(args.steps, profile)  # a tune profile has a step per arm
+        except ValueError as exc:
+            return _fail_usage(str(exc))
 
     if args.show_commands:
         if profile is None:

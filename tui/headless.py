@@ -44,6 +44,7 @@ class HeadlessRenderer:
         self.phase_spinner: Progress | None = None
         self._pending_rule: tuple[str, str] | None = None
         self._phase_since: tuple[str, float, float] | None = None  # (phase, started, last heartbeat)
+        self.titles: dict[str, str] = {}  # step id → title, from StepStarted (a tune run's arms have their own)
 
     # -- the current startup phase: a spinner with its elapsed time (TTY), a start line otherwise ----------
     def _phase_started(self, e: ev.Phase) -> None:
@@ -138,6 +139,7 @@ class HeadlessRenderer:
         elif isinstance(e, ev.StepStarted):
             # The header is printed with the step's first output, so skipped steps take one line each.
             self._pending_rule = (e.step, e.title)
+            self.titles[e.step] = e.title
         elif isinstance(e, ev.Fact):
             line = f"  {_FACT_ICON.get(e.status, '?')} {escape(e.name)}: [bold]{escape(e.value)}[/]"
             if e.detail:
@@ -166,6 +168,11 @@ class HeadlessRenderer:
                           border_style=style, expand=True))
         elif isinstance(e, ev.ComparisonTable):
             self._on_table(e)
+        elif isinstance(e, ev.MatrixTable):
+            self._on_matrix(e)
+        elif isinstance(e, ev.ArmProgress):
+            if e.repeat == 0:
+                c.print(f"  [cyan]▸[/] workload [bold]{escape(e.workload)}[/]: probe, then {e.repeats} bench repeat(s)")
         elif isinstance(e, ev.Snippet):
             c.print(Panel(escape(e.text), title="The tutorial's comparison (from the two JSON files)", expand=False))
         elif isinstance(e, ev.Command):
@@ -179,7 +186,7 @@ class HeadlessRenderer:
             self.step_rows.append((e.step, e.status, e.seconds, e.summary))
             if e.status == "skipped":
                 self._pending_rule = None
-                c.print(f"[dim]– {escape(ev.STEP_TITLES.get(e.step, e.step))} ({e.step}): {escape(e.summary)}[/]")
+                c.print(f"[dim]– {escape(self._title(e.step))} ({e.step}): {escape(e.summary)}[/]")
                 return
             style = _STATUS_STYLE.get(e.status, "white")
             c.print(f"  [{style}]{e.status}[/] in {e.seconds:.1f}s — {escape(e.summary)}", soft_wrap=True)
@@ -197,6 +204,37 @@ class HeadlessRenderer:
         for line in e.notes:
             self.console.print(f"  [dim]{escape(line)}[/]")
 
+    def _title(self, sid: str) -> str:
+        return self.titles.get(sid) or ev.STEP_TITLES.get(sid, sid)
+
+    def _on_matrix(self, e: ev.MatrixTable) -> None:
+        """A tune run: per workload, the recommendation first, then arms × metrics (stats.matrix_rows)."""
+        from .core.stats import matrix_rows
+
+        m = e.matrix
+        width = self.console.width
+        for wl in m.get("workloads") or []:
+            rec = (m.get("recommendation") or {}).get(wl) or {}
+            style = "red" if rec.get("stop_tuning") or not rec.get("arm") else ("yellow" if rec.get("overlap") else "green")
+            self.console.print(Panel(escape(rec.get("text") or "n/a")
+                                     + (f"\n[dim]{escape(rec['reason'])}[/]" if rec.get("reason") else ""),
+                                     title=f"Recommendation — {escape(wl)}", border_style=style, expand=False))
+            rows = matrix_rows(m, wl, width)
+            if not rows:
+                continue
+            head, *body = rows
+            t = Table(title=f"Step 3 matrix — {wl}", show_lines=False)
+            for i, h in enumerate(head):
+                t.add_column(str(h), justify="left" if i == 0 else "right", overflow="fold")
+            for r in body:
+                t.add_row(*(escape(str(x)) for x in r))
+            self.console.print(t)
+            nf = (m.get("noise_floor") or {}).get(wl) or {}
+            if nf.get("ratio") is not None:
+                ci = nf.get("ci95")
+                self.console.print(f"  [dim]noise floor (baseline vs baseline): {nf['ratio']:.3f}x"
+                                   + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + "[/]")
+
     def _summary(self, e: ev.RunFinished) -> None:
         c = self.console
         if not self.step_rows:  # nothing ran (e.g. a run directory refused): the message above says why
@@ -209,7 +247,7 @@ class HeadlessRenderer:
         t.add_column("Summary", overflow="fold")
         for sid, status, secs, summary in self.step_rows:
             style = _STATUS_STYLE.get(status, "white")
-            t.add_row(ev.STEP_TITLES.get(sid, sid), f"[{style}]{status}[/]", f"{secs:.1f}s", escape(summary))
+            t.add_row(self._title(sid), f"[{style}]{status}[/]", f"{secs:.1f}s", escape(summary))
         c.print(t)
         if e.report_path:
             c.print(f"report: {escape(e.report_path)}")

@@ -118,3 +118,19 @@ def result_name(profile: Profile, arm_id: str, workload: str, repeat: int) -> st
 
 def is_arm_step(profile: Profile, sid: str) -> bool:
     return arm_by_id(profile, sid) is not None
+
+
+def fingerprint(profile: Profile, arm: Arm) -> str:
+    """What an arm's numbers depend on: its server argv, the benchmark settings, workloads and repeats. A run
+    directory continued later keeps an arm that finished only while this is unchanged."""
+    import hashlib
+    import json
+
+    from .commands import serve_argv
+
+    prof = arm_profile(profile, arm)
+    t = dict(profile.data.get("tune") or {})
+    payload = {"serve": serve_argv(prof, arm.speculative), "benchmark": profile.data["benchmark"],
+               "smoke": profile.data["smoke"], "workloads": t.get("workloads"), "repeats": t.get("repeats"),
+               "probe_prompts": t.get("probe_prompts"), "prompts_file": t.get("prompts_file"), "arm": arm.as_dict()}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]

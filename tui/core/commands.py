@@ -370,6 +370,12 @@ def show_commands_text(profile: Profile, run_dir: str = "./specdec-runs/<run>", 
         if not vllm_python:
             parts.append("# {vllm_python}: the Python that runs `vllm` (not found here)")
         parts += [format_command(pc.build_custom), ""]
+    from .arms import is_tune
+
+    if is_tune(profile):  # the baseline's server, then every arm (its benchmarks per workload and repeat)
+        parts += ["# Step 1: baseline server", format_command(pc.baseline_serve, pc.env), ""]
+        parts += _tune_commands(profile, run_dir, vllm_version, ph, vllm_python)
+        return "\n".join(parts) + "\n"
     parts += [
         "# Step 1: baseline server",
         format_command(pc.baseline_serve, pc.env),
@@ -384,3 +390,39 @@ def show_commands_text(profile: Profile, run_dir: str = "./specdec-runs/<run>", 
         format_command(pc.eagle3_bench),
     ]
     return "\n".join(parts) + "\n"
+
+
+def _tune_commands(profile: Profile, run_dir: str, vllm_version: str | None, ph: Placeholders | None,
+                   vllm_python: list[str] | None) -> list[str]:
+    """--show-commands of a tune profile: Steps 1 and 2 above are its baseline and first arm; here every arm's
+    server and its first benchmark per workload (each is repeated tune.repeats times, r1, r2, …)."""
+    from .arms import arm_profile, arms_of, repeats_of, result_name, workloads_of
+
+    arms = arms_of(profile)
+    wls = workloads_of(profile)
+    lines = [f"# Step 3: tune — the baseline and {len(arms) - 1} speculative arm(s), {repeats_of(profile)} "
+             f"benchmark repeat(s) each on {', '.join(wls)}"]
+    for arm in arms:
+        pc = planned_commands(arm_profile(profile, arm), run_dir, vllm_version, ph=ph, vllm_python=vllm_python)
+        if arm.speculative:
+            lines += ["", f"# Step 3: {arm.title} server ({arm.id})",
+                      format_command(pc.eagle3_serve, pc.env)]
+        for wl in wls:
+            res = f"{run_dir}/{result_name(profile, arm.id, wl, 1)}"
+            lines += ["", f"# Step 3: {arm.title} benchmark, workload {wl} (r1 of {repeats_of(profile)})",
+                      format_command(tune_bench_argv(arm_profile(profile, arm), wl, res, run_dir, vllm_version, ph))]
+    return lines
+
+
+def tune_bench_argv(profile: Profile, workload: str, result_file: str, run_dir: str, vllm_version: str | None,
+                    ph: Placeholders | None = None) -> list[str]:
+    """The bench argv of one repeat of a tune arm on `workload` (sonnet: the tutorial's; chat / own: the
+    workload's custom JSONL, see tui.core.workloads)."""
+    if workload == "sonnet":
+        pc_dataset = (f"{run_dir}/{CUSTOM_JSONL}" if dataset_mode(vllm_version) == "custom-from-sonnet"
+                      else (ph or Placeholders(run_dir=run_dir)).resolve(profile.dataset.path)
+                      if profile.dataset.path else f"{run_dir}/sonnet.txt")
+        return bench_argv(profile, result_file, pc_dataset, vllm_version, ph)
+    from .workloads import planned_bench_argv
+
+    return planned_bench_argv(profile, workload, result_file, run_dir, vllm_version, ph)

@@ -37,6 +37,7 @@ from .events import (
     StepStarted,
     StepStatus,
 )
+from .arms import arms_of, fingerprint, is_arm_step, is_tune, run_steps, step_title
 from .profile import Profile
 from .rundir import (
     RunDir,
@@ -77,31 +78,44 @@ STAND_IN_GRACE_S = 5.0
 STEP_MODULES = {sid: f"tui.core.steps.{sid}" for sid in STEP_IDS}
 
 
-def step_available(step: str) -> bool:
-    return importlib.util.find_spec(STEP_MODULES[step]) is not None
+ARM_MODULE = "tui.core.steps.arm"
 
 
-def parse_steps(spec: str | None) -> list[str]:
-    """'env,checkpoints' -> ['env', 'checkpoints'] in canonical order; ValueError names a bad id."""
+def step_module(step: str, profile: Profile | None = None) -> str:
+    """The module that runs a step: its own for the tutorial's steps, tui.core.steps.arm for every arm of a tune
+    run (the baseline included: it too is benchmarked per workload and repeat)."""
+    if profile is not None and is_tune(profile) and is_arm_step(profile, step):
+        return ARM_MODULE
+    return STEP_MODULES.get(step, ARM_MODULE)
+
+
+def step_available(step: str, profile: Profile | None = None) -> bool:
+    return importlib.util.find_spec(step_module(step, profile)) is not None
+
+
+def parse_steps(spec: str | None, profile: Profile | None = None) -> list[str]:
+    """'env,checkpoints' -> ['env', 'checkpoints'] in run order; ValueError names a bad id. The allowed ids
+    are the profile's steps (a tune profile has one per arm), else the tutorial's."""
+    allowed = run_steps(profile) if profile is not None else list(STEP_IDS)
     if not spec:
-        return list(STEP_IDS)
+        return allowed
     wanted = [s.strip() for s in spec.split(",") if s.strip()]
-    bad = [s for s in wanted if s not in STEP_IDS]
+    bad = [s for s in wanted if s not in allowed]
     if bad:
         raise ValueError(
-            f"unknown step id(s) {', '.join(repr(b) for b in bad)} in --steps; allowed: {', '.join(STEP_IDS)} "
+            f"unknown step id(s) {', '.join(repr(b) for b in bad)} in --steps; allowed: {', '.join(allowed)} "
             "(comma-separated, e.g. --steps env,checkpoints)."
         )
     if not wanted:
-        raise ValueError(f"--steps is empty; allowed: {', '.join(STEP_IDS)}.")
-    return [s for s in STEP_IDS if s in wanted]
+        raise ValueError(f"--steps is empty; allowed: {', '.join(allowed)}.")
+    return [s for s in allowed if s in wanted]
 
 
 class Engine:
     def __init__(self, profile: Profile, run_dir: Path, sink: Sink, steps: list[str] | None = None,
                  verbose: bool = False):
         self.profile = profile
-        self.steps = steps or list(STEP_IDS)
+        self.steps = steps or run_steps(profile)
         self.sink = sink
         self.run = RunDir(run_dir)
         self.verbose = verbose
@@ -130,6 +144,7 @@ class Engine:
         self.attempts: dict[str, int] = {}
         self.opened = False  # open() has been called (it runs once)
         self._stale: tuple[list[str], str, str] | None = None
+        self._kept: list[str] = []
         self.unwritable: RunDirUnwritable | None = None
         self.refused: RunDirStateError | None = None
         self._opened_steps = False
@@ -295,7 +310,7 @@ class Engine:
     async def run_step(self, sid: str) -> StepResult:
         """Run one step (a first attempt or a retry). Diagnoses of the step's earlier attempt are dropped."""
         await self.ready()  # a front end may ask for a step while open() still starts the stand-in
-        title = STEP_TITLES[sid]
+        title = step_title(sid, self.profile)
         if self.refused is not None or self.unwritable is not None:
             why = "not run: the run directory cannot be used (see above)"
             res = StepResult("failed", why)
@@ -313,11 +328,13 @@ class Engine:
             self._opened_steps = True
             if self.platform_error:
                 res = StepResult("failed", self.platform_error)
-            elif not step_available(sid):
+            elif not step_available(sid, self.profile):
                 res = StepResult("unavailable", "not available in this version")
             else:
-                mod = importlib.import_module(STEP_MODULES[sid])
-                self._step_task = asyncio.ensure_future(mod.run(self.ctx))
+                modname = step_module(sid, self.profile)
+                mod = importlib.import_module(modname)
+                run = mod.run(self.ctx, sid) if modname == ARM_MODULE else mod.run(self.ctx)
+                self._step_task = asyncio.ensure_future(run)
                 try:
                     res = await self._step_task
                 except asyncio.CancelledError:
@@ -404,7 +421,28 @@ class Engine:
             self._opened.set()
             return
         self._stale = (stale, who, why) if stale else None
+        self._kept = self._keep_finished_arms()
         self._open_task = asyncio.ensure_future(self._finish_open())
+
+    def _keep_finished_arms(self) -> list[str]:
+        """A tune run continued in the same directory (--run-dir) goes on where it stopped: every arm that
+        finished there with the same fingerprint (server argv, benchmark, workloads, repeats) is kept, results
+        and all, and not run again. Only arms: the checks before them are cheap and are run again."""
+        if not is_tune(self.profile):
+            return []
+        kept = []
+        for arm in arms_of(self.profile):
+            st = (self.run.state.get("steps") or {}).get(arm.id)
+            if arm.id not in self.steps or not isinstance(st, dict) or st.get("status") not in ("passed", "warned"):
+                continue
+            facts = st.get("facts") if isinstance(st.get("facts"), dict) else {}
+            if facts.get("fingerprint") != fingerprint(self.profile, arm) or not facts.get("repeats"):
+                continue
+            summary = str(st.get("summary") or "")
+            self.results[arm.id] = StepResult(st["status"], summary, dict(facts))
+            self.ctx.shared[arm.id] = dict(facts)
+            kept.append(arm.id)
+        return kept
 
     async def ready(self) -> None:
         """Wait until open() has brought the run's platform up (or failed to)."""
@@ -427,6 +465,14 @@ class Engine:
                 self._emit(Notice("", "info", self.stand_in_notice))
             if self.platform_error:
                 self._emit(Notice("", "error", self.platform_error))
+            if self._kept:
+                self._emit(Notice("", "info", f"continuing {self.run.path}: {', '.join(self._kept)} finished there "
+                                              "earlier with the same settings and are kept (their result files are "
+                                              "read, not re-run)"))
+                for sid in self._kept:
+                    res = self.results[sid]
+                    self._emit(StepStarted(sid, step_title(sid, self.profile)))
+                    self._emit(StepFinished(sid, res.status, 0.0, f"kept from the earlier run: {res.summary}"))
             if self._stale:
                 stale, who, why = self._stale
                 self._emit(Notice("", "warning", f"{', '.join(stale)} was left running by {who}, which is gone: "
@@ -612,7 +658,7 @@ class Engine:
             self.run.update_step(sid, status="skipped", seconds=0.0, summary=summary)
         except RunDirUnwritable as err:
             self._unwritable_seen(err)
-        self._emit(StepStarted(sid, STEP_TITLES[sid]))
+        self._emit(StepStarted(sid, step_title(sid, self.profile)))
         self._emit(StepFinished(sid, "skipped", 0.0, summary))
 
     def _write_report(self, code: int) -> Path | None:

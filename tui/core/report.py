@@ -116,10 +116,14 @@ def _dataset(profile: Any, ctx: Any) -> dict[str, Any]:
 
 
 def _commands(profile: Any, run: RunDir) -> dict[str, str]:
-    """The exact commands: each launched step's own command.sh, else the planned ones."""
+    """The exact commands: each launched step's own command.sh, else the planned ones (every arm's)."""
+    from .arms import arm_profile, arms_of
+
     out: dict[str, str] = {}
-    planned: Any = None
-    for sid, spec in (("baseline", False), ("eagle3", True)):
+    for arm in arms_of(profile):
+        prof = arm_profile(profile, arm)
+        planned: Any = None
+        sid, spec = arm.id, arm.speculative
         f = run.file(f"{sid}.command.sh")
         try:
             text = f.read_text(encoding="utf-8")
@@ -132,7 +136,7 @@ def _commands(profile: Any, run: RunDir) -> dict[str, str]:
             from .commands import format_command, planned_commands
 
             if planned is None:
-                planned = planned_commands(profile, str(run.path))
+                planned = planned_commands(prof, str(run.path))
             argv = planned.eagle3_serve if spec else planned.baseline_serve
             out[sid] = "# planned (not launched)\n" + format_command(argv, planned.env)
         except Exception:  # a report must never fail for want of a planned command
@@ -150,7 +154,7 @@ def verdict(exit_code: int, steps: list[dict[str, Any]], comp: dict[str, Any], r
     if failed is not None and failed["id"] != "results":
         lead = next((d for d in diags if d["step"] == failed["id"] and d["severity"] == "error"), None)
         why = lead["title"] if lead else failed.get("summary") or "see the step's summary"
-        return {"ok": False, "text": f"Failed at {STEP_TITLES.get(failed['id'], failed['id'])}: {why}."}
+        return {"ok": False, "text": f"Failed at {failed.get('title') or STEP_TITLES.get(failed['id'], failed['id'])}: {why}."}
     if isinstance(sp, (int, float)):
         if sp > 1.0:
             return {"ok": exit_code == 0,
@@ -164,23 +168,39 @@ def verdict(exit_code: int, steps: list[dict[str, Any]], comp: dict[str, Any], r
 
 
 def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, exit_code: int) -> dict[str, Any]:
+    from .arms import arms_of, is_tune, run_steps, step_title, workloads_of
+
     steps = []
     state_steps = run.state.get("steps", {})
     requested = list(run.state.get("requested_steps") or [])
-    for sid in STEP_IDS:
+    order = run_steps(profile)
+    order += [sid for sid in STEP_IDS if sid not in order]
+    for sid in order:
         st = state_steps.get(sid)
+        title = step_title(sid, profile)
         if not st:
             if sid in requested:
-                steps.append({"id": sid, "status": "not run", "seconds": None, "summary": "not run"})
+                steps.append({"id": sid, "title": title, "status": "not run", "seconds": None, "summary": "not run"})
             continue
-        steps.append({"id": sid, "status": st.get("status"), "seconds": st.get("seconds"),
+        steps.append({"id": sid, "title": title, "status": st.get("status"), "seconds": st.get("seconds"),
                       "summary": st.get("summary", "")})
+    tune = is_tune(profile)
     runs: dict[str, Any] = {}
-    for sid in ("baseline", "eagle3"):
-        facts = _step_facts(sid, results, ctx)
-        summ = run_summary(facts.get("bench"), speculative=(sid == "eagle3"))
+    arms = arms_of(profile)
+    for arm in arms:
+        facts = _step_facts(arm.id, results, ctx)
+        summ = run_summary(facts.get("bench"), speculative=arm.speculative)
         if summ is not None:
-            runs[sid] = summ
+            runs[arm.id] = summ
+    matrix = None
+    if tune:
+        from .stats import build_matrix
+
+        arm_rows = []
+        for arm in arms:
+            st = state_steps.get(arm.id) or {}
+            arm_rows.append(dict(arm.as_dict(), status=st.get("status") or "not run"))
+        matrix = build_matrix(arm_rows, {a.id: _step_facts(a.id, results, ctx) for a in arms}, workloads_of(profile))
     diags = [
         {"id": d.id, "severity": d.severity, "title": d.title, "evidence": list(d.evidence), "remedy": d.remedy,
          "step": d.step}
@@ -189,7 +209,7 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
     order = {"error": 0, "warning": 1, "info": 2}
     diags.sort(key=lambda d: order.get(d["severity"], 3))
     comp = comparison(runs)
-    return {
+    rep = {
         "schema": SCHEMA_ID,
         "profile": profile.name,
         "simulated": bool(profile.simulated),
@@ -202,12 +222,36 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
         "versions": _versions(ctx),
         "dataset": _dataset(profile, ctx),
         "commands": _commands(profile, run),
+        "step_titles": {st["id"]: st["title"] for st in steps},
         "requested_steps": requested,
         "steps": steps,
         "runs": runs,
         "comparison": comp,
         "diagnostics": diags,
     }
+    if matrix is not None:
+        rep["matrix"] = matrix
+        rep["verdict"] = tune_verdict(int(exit_code), steps, matrix, diags) or rep["verdict"]
+    from .gates import gate_metrics
+
+    rep["metrics"] = gate_metrics(rep)
+    return rep
+
+
+def tune_verdict(exit_code: int, steps: list[dict[str, Any]], matrix: dict[str, Any],
+                 diags: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A tune run's first sentence: the recommendation of every workload, or where the run failed."""
+    failed = next((st for st in steps if st["status"] in ("failed", "unavailable")), None)
+    if failed is not None and failed["id"] != "results":
+        lead = next((d for d in diags if d["step"] == failed["id"] and d["severity"] == "error"), None)
+        why = lead["title"] if lead else failed.get("summary") or "see the step's summary"
+        return {"ok": False, "text": f"Failed at {failed.get('title') or failed['id']}: {why}."}
+    recs = matrix.get("recommendation") or {}
+    texts = [f"{w}: {r.get('text')}" for w, r in recs.items() if r and r.get("text")]
+    if not texts:
+        return None
+    good = exit_code == 0 and all(r.get("arm") and not r.get("stop_tuning") for r in recs.values())
+    return {"ok": good, "text": "Recommendation — " + "; ".join(texts)}
 
 
 def _fmt(v: Any, nd: int = 2) -> str:
@@ -311,12 +355,14 @@ def render_markdown(rep: dict[str, Any]) -> str:
     if cmds:
         w("\n## Commands\n")
         for sid, text in cmds.items():
-            w(f"\n{STEP_TITLES.get(sid, sid)}:\n\n```bash\n{text}\n```\n")
+            w(f"\n{(rep.get('step_titles') or {}).get(sid) or STEP_TITLES.get(sid, sid)}:\n\n```bash\n{text}\n```\n")
     w("\n## Steps\n\n| Step | Status | Seconds | Summary |\n|---|---|---|---|\n")
     for step in rep["steps"]:
         summary = str(step["summary"]).replace("|", "\\|")
-        w(f"| {STEP_TITLES.get(step['id'], step['id'])} | {step['status']} | {_fmt(step['seconds'], 1)} | {summary} |\n")
-    if rep["runs"]:
+        w(f"| {step.get('title') or STEP_TITLES.get(step['id'], step['id'])} | {step['status']} | {_fmt(step['seconds'], 1)} | {summary} |\n")
+    if rep.get("matrix"):
+        _matrix_markdown(rep["matrix"], w)
+    elif rep["runs"]:
         w("\n## Baseline vs EAGLE3\n\n| Metric | Baseline | EAGLE3 |\n|---|---|---|\n")
         for label, bv, ev in comparison_rows(rep):
             w(f"| {label} | {bv} | {ev} |\n")
@@ -339,8 +385,54 @@ def render_markdown(rep: dict[str, Any]) -> str:
     return out.getvalue()
 
 
+def _matrix_markdown(matrix: dict[str, Any], w: Any) -> None:
+    """The tune matrix: the recommendation per workload, then arms × metrics with intervals, the noise floor."""
+    from .stats import matrix_rows
+
+    w("\n## Step 3: tuning matrix\n")
+    for wl in matrix.get("workloads") or []:
+        rec = (matrix.get("recommendation") or {}).get(wl) or {}
+        w(f"\n### Workload `{wl}`\n\n**Recommendation:** {rec.get('text') or 'n/a'}\n")
+        if rec.get("reason"):
+            w(f"\n{rec['reason']}\n")
+        rows = matrix_rows(matrix, wl, 200)
+        if rows:
+            head, *body = rows
+            w("\n| " + " | ".join(_md_cell(c) for c in head) + " |\n|" + "---|" * len(head) + "\n")
+            for r in body:
+                w("| " + " | ".join(_md_cell(c) for c in r) + " |\n")
+        nf = (matrix.get("noise_floor") or {}).get(wl) or {}
+        if nf.get("ratio") is not None:
+            ci = nf.get("ci95")
+            w(f"\nNoise floor (baseline vs baseline): {nf['ratio']:.3f}x"
+              + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + "\n")
+    w("\nIntervals are 95 % Student-t intervals over the repeats (the speedup's on the ratio of means). "
+      "Acceptance is pooled over the repeats from the servers' /metrics counters.\n")
+
+
 CSV_COLUMNS = (("step", "status", "seconds") + RUN_KEYS
-               + ("acceptance_rate", "acceptance_length", "per_position_acceptance"))
+               + ("acceptance_rate", "acceptance_length", "per_position_acceptance")
+               + ("workload", "repeats", "output_throughput_ci95_lo", "output_throughput_ci95_hi",
+                  "speedup", "speedup_ci95_lo", "speedup_ci95_hi"))
+_CELL_KEYS = ("median_tpot_ms", "p90_tpot_ms", "p99_tpot_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms",
+              "acceptance_rate", "acceptance_length")
+
+
+def _cell_row(cell: dict[str, Any]) -> dict[str, Any]:
+    """A matrix cell as a summary.csv row: means over the repeats, the intervals, the speedup."""
+    ot = cell.get("output_throughput") or {}
+    sp = cell.get("speedup") or {}
+    out: dict[str, Any] = {k: cell.get(k) for k in _CELL_KEYS}
+    out["output_throughput"] = ot.get("mean")
+    pp = cell.get("per_position") or {}
+    out["per_position_acceptance"] = pp.get("marginal")
+    out["repeats"] = cell.get("repeats")
+    ci = ot.get("ci95") or [None, None]
+    out["output_throughput_ci95_lo"], out["output_throughput_ci95_hi"] = ci[0], ci[1]
+    out["speedup"] = sp.get("ratio")
+    sci = sp.get("ci95") or [None, None]
+    out["speedup_ci95_lo"], out["speedup_ci95_hi"] = sci[0], sci[1]
+    return out
 
 
 def render_csv(rep: dict[str, Any]) -> str:
@@ -348,15 +440,20 @@ def render_csv(rep: dict[str, Any]) -> str:
     buf = io.StringIO()
     wr = csv.writer(buf, lineterminator="\n")
     wr.writerow(CSV_COLUMNS)
+    cells = (rep.get("matrix") or {}).get("cells") or {}
     for step in rep["steps"]:
-        r = rep["runs"].get(step["id"]) or {}
-        row: list[Any] = [step["id"], step["status"], "" if step["seconds"] is None else step["seconds"]]
-        for k in CSV_COLUMNS[3:]:
-            v = r.get(k)
-            if isinstance(v, list):
-                v = ";".join(f"{x:.2f}" for x in v)
-            row.append("" if v is None else v)
-        wr.writerow(row)
+        head = [step["id"], step["status"], "" if step["seconds"] is None else step["seconds"]]
+        per_workload = cells.get(step["id"]) or {}
+        sources = ([dict(_cell_row(c), workload=wl) for wl, c in per_workload.items() if c]
+                   or [rep["runs"].get(step["id"]) or {}])
+        for r in sources:  # a tune run's arm: one row per workload
+            row: list[Any] = list(head)
+            for k in CSV_COLUMNS[3:]:
+                v = r.get(k)
+                if isinstance(v, list):
+                    v = ";".join(f"{x:.2f}" for x in v)
+                row.append("" if v is None else v)
+            wr.writerow(row)
     return buf.getvalue()
 
 

@@ -445,6 +445,7 @@ def default_run_dir(profile_name: str, base: Path | None = None) -> Path:
 
 STATUSES = ("running", "passed", "warned", "failed", "skipped", "unavailable", "interrupted")
 _STEP_IDS = ("env", "checkpoints", "dataset", "baseline", "eagle3", "results")
+_ARM_ID = re.compile(r"^(eagle3|eagle)-k\d{1,2}(-[a-z0-9_]{1,24})?$")  # a tune run's speculative arms
 
 
 class RunDirStateError(Exception):
@@ -493,7 +494,7 @@ def _shape_problem(state: Any) -> str | None:
     if not isinstance(steps, dict):
         return "\"steps\" is missing or not an object"
     for sid, st in steps.items():
-        if sid not in _STEP_IDS:
+        if sid not in _STEP_IDS and not _ARM_ID.match(sid):
             return f"it has an unknown step id {sid!r}"
         if not isinstance(st, dict):
             return f"steps.{sid} is not an object"

@@ -245,18 +245,31 @@ async def _scrape_spec(client: httpx.AsyncClient, url: str) -> tuple[mx.SpecCoun
         return None, None
 
 
-async def run_benchmark(ctx: StepContext, sr: Any) -> None:
+async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = None, workload: Any = None,
+                        label: str = "") -> dict[str, Any] | None:
     """Run the benchmark for ServerRun `sr` (its server is up and smoke-tested). Adds facts to sr.facts and
-    the parsed numbers to sr.result_facts["bench"]."""
+    the parsed numbers to sr.result_facts["bench"]; returns them (None when the bench gave no result).
+
+    A tune run's arm calls it once per workload and repeat: `result_name` is the repeat's result file,
+    `workload` a tui.core.workloads.Workload (None: the tutorial's sonnet) and `label` ("sonnet r2") makes the
+    facts one compact line per repeat."""
     step = sr.step
     facts: FactRecorder = sr.facts
-    prof = ctx.profile
-    dataset_path = sr.dataset_path
+    prof = sr.prof
     version = sr.vllm_version
-    result_file = ctx.run.file(f"{step}.json")
+    dataset_path = sr.dataset_path
+    if workload is not None and getattr(workload, "dataset_path", None):
+        dataset_path = workload.dataset_path
+    stem = (result_name or f"{step}.json")[:-len(".json")]
+    result_file = ctx.run.file(f"{stem}.json")
     if result_file.exists():
         result_file.unlink()
-    argv = bench_argv(prof, str(result_file), dataset_path, version, ctx.ph)
+    if workload is not None and getattr(workload, "name", "sonnet") != "sonnet":
+        from ..workloads import bench_argv_for
+
+        argv = bench_argv_for(workload, prof, str(result_file), version, ctx.ph)
+    else:
+        argv = bench_argv(prof, str(result_file), dataset_path, version, ctx.ph)
     ctx.emit(Command(step, "bench", tuple(argv), format_command(argv)))
     env = dict(ctx.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -278,13 +291,13 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
 
     async with httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client:
         before, before_srv = await _scrape_spec(client, sr.url)
-        proc = ManagedProcess(argv, env, ctx.run.file(f"{step}.bench.log"), on_line=on_line, on_chunk=on_chunk,
+        proc = ManagedProcess(argv, env, ctx.run.file(f"{stem}.bench.log"), on_line=on_line, on_chunk=on_chunk,
                               grace_s=2.0)
         try:
             await proc.start()
         except (OSError, ValueError) as exc:
             facts.add("benchmark", "cannot start", "fail", str(exc), "check server.command in the profile")
-            return
+            return None
         ctx.cleanups.append(proc)
         ctx.emit(Progress(step, "requests", 0, total, "req", None, None, "vllm bench serve"))
         waiter = asyncio.ensure_future(proc.wait())
@@ -314,7 +327,7 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
             ctx.forget(proc)
             facts.add("benchmark", f"timed out after {prof.benchmark.timeout_s:.0f}s", "fail", "",
                       "raise benchmark.timeout_s or lower benchmark.num_prompts")
-            return
+            return None
         rc = waiter.result()
         await proc.stop(grace_s=1)
         ctx.forget(proc)
@@ -324,23 +337,23 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
     bench_secs = time.monotonic() - t0
     if rc != 0 and not result_file.exists():
         tail = [ln for ln in stdout_lines[-6:] if ln.strip()]
-        remedy = f"see {step}.bench.log in the run directory"
+        remedy = f"see {stem}.bench.log in the run directory"
         if any("No module named 'pandas'" in ln for ln in tail):
             python, _ = _vllm_python(ctx)
             where = python[0] if python else "the interpreter that runs vllm"
             remedy = (f"`{where} -m pip install pandas` (vLLM's [bench] extra): `--dataset-name custom` reads the "
                       "JSONL with pandas")
-        facts.add("benchmark", f"vllm bench serve exited with code {rc}", "fail",
+        facts.add("benchmark" + (f" {label}" if label else ""), f"vllm bench serve exited with code {rc}", "fail",
                   tail[-1] if tail else "", remedy)
-        return
+        return None
     try:
         res = parse_result_json(result_file)
     except (OSError, BenchParseError) as exc:
-        facts.add("benchmark result", "unreadable", "fail", str(exc), f"see {step}.bench.log")
-        return
+        facts.add("benchmark result", "unreadable", "fail", str(exc), f"see {stem}.bench.log")
+        return None
     if rc != 0:
         facts.add("benchmark", f"vllm bench serve exited with code {rc}", "warn",
-                  "it still wrote its result file; judged by that file", f"see {step}.bench.log")
+                  "it still wrote its result file; judged by that file", f"see {stem}.bench.log")
     ours = mx.spec_delta(before, after)
     stdout_blocks: dict[str, Any] = {}
     try:
@@ -363,8 +376,10 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
     data["result_file"] = str(result_file)
     data["bench_seconds"] = round(bench_secs, 2)
     data["vllm_version"] = version
-    data["dataset_mode"] = dataset_mode(version)
+    data["dataset_mode"] = dataset_mode(version) if workload is None or workload.name == "sonnet" else workload.name
     data["dataset_path"] = dataset_path
+    if workload is not None:
+        data["workload"] = workload.name
     if bench_spec is not None:
         data["bench_acceptance_rate"] = bench_spec.acceptance_rate
     sr.result_facts["bench"] = data
@@ -373,6 +388,21 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
     first_error = first_request_error("\n".join(stdout_lines)) if res.failed else None
     if first_error:
         data["first_error"] = first_error
+    if label:  # one line per repeat of a tune run's arm
+        parts = [f"{res.completed} completed, {res.failed} failed"]
+        if res.output_throughput is not None:
+            parts.append(f"{res.output_throughput:.2f} tok/s")
+        if res.tpot is not None and res.tpot.median is not None:
+            parts.append(f"TPOT {res.tpot.median:.2f} ms")
+        if spec_for_report is not None and sr.speculative:
+            parts.append(f"acceptance {spec_for_report.acceptance_rate:.1f}%")
+        facts.add(label, ", ".join(parts[1:]) or parts[0], "pass" if res.failed == 0 else "fail",
+                  f"{parts[0]} ({result_file.name})",
+                  "" if res.failed == 0 else f"see {step}.serve.log (the server) and {stem}.bench.log (the bench)")
+        for d in dg.failed_requests_rule(step, {"failed": res.failed, "completed": res.completed,
+                                                "first_error": first_error}):
+            ctx.emit(d)
+        return data
     facts.add("requests", f"{res.completed} completed, {res.failed} failed", "pass" if res.failed == 0 else "fail",
               f"{res.duration:.1f}s benchmark duration (from {result_file.name})"
               + (f"; first error: {first_error}" if first_error else ""),
@@ -403,3 +433,4 @@ async def run_benchmark(ctx: StepContext, sr: Any) -> None:
     if printed is not None and res.output_throughput is not None and abs(printed - res.output_throughput) > 0.006:
         facts.add("stdout vs JSON", f"{printed} vs {res.output_throughput:.2f}", "warn",
                   "the printed block and the result file disagree")
+    return data

@@ -27,7 +27,67 @@ def _bench(ctx: StepContext, sid: str) -> dict[str, Any] | None:
     return facts.get("bench")
 
 
+async def run_matrix(ctx: StepContext) -> StepResult:
+    """A tune run: every arm on every workload, the intervals, the recommendation per workload (the tutorial's
+    Step 3 rules: highest output throughput, not highest acceptance; acceptance < 30 % → stop tuning)."""
+    from ..arms import arms_of, workloads_of
+    from ..events import MatrixTable
+    from ..stats import build_matrix
+
+    fr = FactRecorder(ctx, "results")
+    arms = arms_of(ctx.profile)
+    missing = [a.id for a in arms if not (ctx.shared.get(a.id) or {}).get("repeats")]
+    if "baseline" in missing or len(missing) == len(arms):
+        fr.add("benchmarks", "missing: " + ", ".join(missing), "fail",
+               "the results step compares the arms benchmarked in this run directory (the baseline first)",
+               f"run the missing arms first (--steps {','.join(missing)},results with the same --run-dir)")
+        return fr.result()
+    rows = [dict(a.as_dict(), status="passed" if a.id not in missing else "not run") for a in arms]
+    matrix = build_matrix(rows, {a.id: ctx.shared.get(a.id) or {} for a in arms}, workloads_of(ctx.profile))
+    ctx.emit(MatrixTable("results", matrix))
+    if missing:
+        fr.add("arms", f"{len(arms) - len(missing)} of {len(arms)} benchmarked", "warn",
+               "not benchmarked: " + ", ".join(missing), f"run them with --steps {','.join(missing)},results")
+    for a in arms:
+        if not a.speculative or a.id in missing:
+            continue
+        for wl, cell in (matrix["cells"].get(a.id) or {}).items():
+            if not cell:
+                continue
+            pp = cell.get("per_position") or {}
+            for d in dg.acceptance_rules(a.id, cell.get("acceptance_rate"), cell.get("acceptance_length"),
+                                         pp.get("marginal")):
+                ctx.emit(d)
+            lossless = cell.get("lossless") or {}
+            if lossless.get("prompts") and lossless.get("identical_share", 1.0) < 1.0:
+                firsts = [p for p in lossless.get("first_divergence") or [] if p is not None]
+                fr.add(f"lossless {a.short} ({wl})", f"{lossless['identical']} of {lossless['prompts']} identical",
+                       "warn", "first divergence at word " + ", ".join(str(p) for p in firsts[:8]),
+                       "greedy speculative decoding should reproduce the baseline: check the draft/target pair "
+                       "and dtype; small numeric drift can also diverge late in long outputs")
+    failed = False
+    for wl, rec in (matrix.get("recommendation") or {}).items():
+        if not rec:
+            continue
+        status = "pass"
+        if rec.get("stop_tuning") or not rec.get("arm"):
+            status, failed = "fail", True
+        elif rec.get("overlap"):
+            status = "warn"
+        fr.add(f"recommendation ({wl})", rec.get("text") or "n/a", status, rec.get("reason") or "")
+    res = fr.result({"matrix": matrix})
+    if failed:
+        res.status = "failed"
+    recs = [f"{wl}: {r.get('text')}" for wl, r in (matrix.get("recommendation") or {}).items() if r]
+    res.summary = "; ".join(recs) or res.summary
+    return res
+
+
 async def run(ctx: StepContext) -> StepResult:
+    from ..arms import is_tune
+
+    if is_tune(ctx.profile):
+        return await run_matrix(ctx)
     fr = FactRecorder(ctx, "results")
     b, e = _bench(ctx, "baseline"), _bench(ctx, "eagle3")
     missing = [sid for sid, v in (("baseline", b), ("eagle3", e)) if not v]

@@ -48,11 +48,11 @@ def _counting_check(prompt: str, text: str) -> tuple[bool, str]:
 
 
 class ServerRun:
-    def __init__(self, ctx: StepContext, step: str, speculative: bool):
+    def __init__(self, ctx: StepContext, step: str, speculative: bool, profile: Any = None):
         self.ctx = ctx
         self.step = step
         self.speculative = speculative
-        self.prof = ctx.profile
+        self.prof = profile if profile is not None else ctx.profile  # an arm's own profile (arms.arm_profile)
         self.facts = FactRecorder(ctx, step)
         self.url = base_url(self.prof)
         self.proc: ManagedProcess | None = None
