@@ -5,6 +5,9 @@ Exit codes: 0 all requested steps passed (warnings allowed), 1 a step failed, 2 
 could be written there yet (the run never started, like a bad --run-dir), 1 when it happens after steps
 ran. A reused run directory whose state.json is damaged, belongs to another profile or is in use: 2, and
 it is left as it is.
+
+`specdec-tui compare RUN_DIR RUN_DIR… [--json]`: saved runs side by side (tui/core/compare.py); 0 printed,
+2 a run directory without a readable specdec-tui report.json (or a usage error).
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Deploy EAGLE3 speculative decoding with vLLM Neuron and measure what it buys: "
                     "environment check, checkpoints, dataset, baseline and EAGLE3 servers, benchmarks, "
                     "side-by-side results and diagnostics.",
-        epilog="Exit codes: 0 passed, 1 a step failed, 2 usage or profile error, 130 interrupted.",
+        epilog="Exit codes: 0 passed, 1 a step failed, 2 usage or profile error, 130 interrupted. "
+               "Compare saved runs: specdec-tui compare RUN_DIR RUN_DIR... (see specdec-tui compare --help).",
     )
     p.add_argument("--profile", metavar="NAME|PATH", help="bundled profile name or path to a TOML profile")
     p.add_argument("--demo", action="store_true", help="same as --profile demo (simulated backend, no hardware)")
@@ -124,7 +128,48 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def build_compare_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="specdec-tui compare",
+        description="Compare saved runs side by side from each run directory's report.json: profile, verdict, "
+                    "platform, target/draft, k, baseline and speculative throughput, speedup, TPOT, TTFT, "
+                    "acceptance (a tune run: one column per speculative arm and workload).",
+        epilog="Exit codes: 0 printed, 2 usage error or a run directory without a readable report.json.",
+    )
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (or their report.json)")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON on stdout")
+    return p
+
+
+def _compare_main(argv: list[str]) -> int:
+    from .core.compare import CompareError, compare_columns, compare_json, load_run, render_compare
+
+    try:
+        args = build_compare_parser().parse_args(argv)
+    except UsageError as exc:
+        return _fail_usage(str(exc).replace("`specdec-tui --help`", "`specdec-tui compare --help`"))
+    reports = []
+    for d in args.run_dirs:
+        try:
+            reports.append(load_run(d))
+        except CompareError as exc:
+            return _fail_usage(str(exc))
+    if args.json:
+        sys.stdout.write(redact(json.dumps(compare_json(reports, args.run_dirs), indent=2)) + "\n")
+        return 0
+    from rich.console import Console
+
+    # not a terminal (a file, a pipe): wide enough for the columns instead of rich's default 80
+    width = None if sys.stdout.isatty() else max(100, min(250, 24 + 30 * len(compare_columns(reports))))
+    render_compare(reports, Console(file=sys.stdout, highlight=False, width=width))
+    return 0
+
+
 def _main(argv: list[str] | None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "compare":
+        return _compare_main(list(argv[1:]))
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -239,4 +284,4 @@ if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
 
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "build_compare_parser"]

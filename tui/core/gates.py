@@ -1,0 +1,245 @@
+"""`--expect` gates for automation: `--expect 'speedup>=1.15' --expect 'acceptance>=60'`.
+
+An expectation is NAME OP NUMBER. NAME is one of the flat gate metrics (GATE_METRICS, computed from
+report.json by gate_metrics and stored there by the run as "metrics") or a dotted path into report.json
+(`comparison.median_tpot_ratio`, `matrix.cells.eagle3-k1.sonnet.output_throughput.mean`; list items by index,
+`runs.eagle3.per_position_acceptance.0`). OP is one of >=, >, <=, <, ==. A metric the report does not have
+fails its gate, with a message naming it.
+
+For a matrix (tune) run the flat metrics describe the recommended arm on the first workload; where the
+recommendation is no speculative arm (keep the baseline, stop tuning) they describe the speculative arm with
+the highest mean output throughput there, so `speedup>=1.15` still compares a real speedup.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+GATE_METRICS: dict[str, str] = {
+    "speedup": "output throughput speedup over the baseline (x)",
+    "speedup_lo": "lower end of the speedup's 95% interval (tune runs with repeats)",
+    "acceptance": "acceptance rate (percent)",
+    "acceptance_length": "acceptance length (tokens per draft step)",
+    "tpot_ratio": "median TPOT, speculative / baseline",
+    "ttft_ratio": "median TTFT, speculative / baseline",
+    "baseline_tok_s": "baseline output throughput (tok/s)",
+    "spec_tok_s": "speculative output throughput (tok/s)",
+}
+
+OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt,
+    "==": lambda a, b: math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12),
+}
+
+_EXPR = re.compile(r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)\s*(?P<op>>=|<=|==|>|<)\s*"
+                   r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*%?\s*$")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    name: str
+    op: str
+    value: float
+
+    @property
+    def text(self) -> str:
+        return f"{self.name}{self.op}{self.value:g}"
+
+
+@dataclass(frozen=True)
+class GateResult:
+    expectation: Expectation
+    actual: float | None
+    ok: bool
+    message: str
+
+
+def _allowed() -> str:
+    return (f"names: {', '.join(GATE_METRICS)}, or a dotted path into report.json such as "
+            f"comparison.median_tpot_ratio; operators: {', '.join(OPS)}")
+
+
+def parse_expect(text: str) -> Expectation:
+    """'speedup>=1.15' → Expectation('speedup', '>=', 1.15). ValueError (one paragraph naming the text and the
+    allowed names and operators) for anything else."""
+    m = _EXPR.match(text or "")
+    if not m:
+        raise ValueError(f"--expect {text!r} is not an expectation; write NAME OP NUMBER, e.g. 'speedup>=1.15' "
+                         f"or 'acceptance>=60' ({_allowed()}).")
+    name = m.group("name")
+    if "." not in name and name not in GATE_METRICS:
+        raise ValueError(f"--expect {text!r}: unknown name {name!r} ({_allowed()}).")
+    if name.startswith(".") or name.endswith(".") or ".." in name:
+        raise ValueError(f"--expect {text!r}: {name!r} is not a dotted path ({_allowed()}).")
+    value = float(m.group("value"))
+    if not math.isfinite(value):
+        raise ValueError(f"--expect {text!r}: the value must be a finite number ({_allowed()}).")
+    return Expectation(name, m.group("op"), value)
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    f = float(v)
+    return f if math.isfinite(f) else None
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    a, b = _num(a), _num(b)
+    if a is None or b is None or b == 0:
+        return None
+    return round(a / b, 4)
+
+
+def _matrix_metrics(matrix: dict[str, Any]) -> dict[str, float | None]:
+    wls = matrix.get("workloads") or []
+    arms = matrix.get("arms") or []
+    cells = matrix.get("cells") or {}
+    out: dict[str, float | None] = {k: None for k in GATE_METRICS}
+    if not wls:
+        return out
+    wl = wls[0]
+
+    def cl(aid: str | None) -> dict[str, Any]:
+        return ((cells.get(aid) or {}).get(wl) or {}) if aid else {}
+
+    base = next((a for a in arms if a.get("kind") == "baseline"), None)
+    spec = [a for a in arms if a.get("kind") != "baseline"]
+    rec = ((matrix.get("recommendation") or {}).get(wl) or {}).get("arm")
+    arm = next((a for a in spec if a.get("id") == rec), None)
+    if arm is None:  # keep the baseline / stop tuning / no recommendation: the best measured speculative arm
+        measured = [a for a in spec if _num((cl(a.get("id")).get("output_throughput") or {}).get("mean")) is not None]
+        arm = max(measured, key=lambda a: cl(a["id"])["output_throughput"]["mean"], default=None)
+    bc = cl(base.get("id")) if base else {}
+    ac = cl(arm.get("id")) if arm else {}
+    sp = ac.get("speedup") or {}
+    out.update(
+        speedup=_num(sp.get("ratio")),
+        speedup_lo=_num((sp.get("ci95") or [None])[0]),
+        acceptance=_num(ac.get("acceptance_rate")),
+        acceptance_length=_num(ac.get("acceptance_length")),
+        tpot_ratio=_ratio(ac.get("median_tpot_ms"), bc.get("median_tpot_ms")),
+        ttft_ratio=_ratio(ac.get("median_ttft_ms"), bc.get("median_ttft_ms")),
+        baseline_tok_s=_num((bc.get("output_throughput") or {}).get("mean")),
+        spec_tok_s=_num((ac.get("output_throughput") or {}).get("mean")),
+    )
+    return out
+
+
+def gate_metrics(report: dict[str, Any]) -> dict[str, float | None]:
+    """The flat gate names (GATE_METRICS) from a report.json dict; None where the report has no value. A
+    report with a non-empty "matrix" (tune run) is read from it, a two-arm run from runs / comparison."""
+    matrix = report.get("matrix")
+    if isinstance(matrix, dict) and matrix.get("cells"):
+        return _matrix_metrics(matrix)
+    runs = report.get("runs") or {}
+    comp = report.get("comparison") or {}
+    b = runs.get("baseline") or {}
+    e = runs.get("eagle3") or {}
+    return {
+        "speedup": _num(comp.get("output_throughput_speedup")),
+        "speedup_lo": None,
+        "acceptance": _num(e.get("acceptance_rate")),
+        "acceptance_length": _num(e.get("acceptance_length")),
+        "tpot_ratio": _num(comp.get("median_tpot_ratio")),
+        "ttft_ratio": _num(comp.get("median_ttft_ratio")),
+        "baseline_tok_s": _num(b.get("output_throughput")),
+        "spec_tok_s": _num(e.get("output_throughput")),
+    }
+
+
+_MISSING = object()
+
+
+def lookup_path(report: Any, path: str) -> Any:
+    """report["a"]["b"][0]... for 'a.b.0'; _MISSING where a part is absent. Keys containing dots (none in the
+    contract) are matched greedily: 'a.b.c' tries key 'a.b' when 'a' is not there."""
+    parts = path.split(".")
+    cur = report
+    i = 0
+    while i < len(parts):
+        if isinstance(cur, dict):
+            for j in range(len(parts), i, -1):  # longest key first
+                key = ".".join(parts[i:j])
+                if key in cur:
+                    cur, i = cur[key], j
+                    break
+            else:
+                return _MISSING
+        elif isinstance(cur, list) and re.fullmatch(r"-?\d+", parts[i]):
+            idx = int(parts[i])
+            if not -len(cur) <= idx < len(cur):
+                return _MISSING
+            cur, i = cur[idx], i + 1
+        else:
+            return _MISSING
+    return cur
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.1f}"
+
+
+def evaluate(expectations: Iterable[Expectation], report: dict[str, Any]) -> list[GateResult]:
+    """Each expectation against the report: a flat name from gate_metrics(report) (or the report's own
+    "metrics" where it carries a name gate_metrics has no value for), a dotted path otherwise."""
+    flat = gate_metrics(report)
+    stored = report.get("metrics") if isinstance(report.get("metrics"), dict) else {}
+    results = []
+    for ex in expectations:
+        if ex.name in GATE_METRICS:
+            actual = flat.get(ex.name)
+            if actual is None:
+                actual = _num(stored.get(ex.name))
+            if actual is None:
+                results.append(GateResult(ex, None, False, f"✗ {ex.text}: report.json has no value for "
+                                          f"'{ex.name}' ({GATE_METRICS[ex.name]}): the run did not measure it"))
+                continue
+        else:
+            raw = lookup_path(report, ex.name)
+            if raw is _MISSING:
+                results.append(GateResult(ex, None, False, f"✗ {ex.text}: report.json has no '{ex.name}'"))
+                continue
+            actual = _num(raw)
+            if actual is None:
+                shown = json.dumps(raw)[:60] if raw is not None else "null"
+                results.append(GateResult(ex, None, False, f"✗ {ex.text}: '{ex.name}' in report.json is {shown}, "
+                                          "not a number"))
+                continue
+        ok = OPS[ex.op](actual, ex.value)
+        results.append(GateResult(ex, actual, ok, f"{'✓' if ok else '✗'} {ex.text}: {ex.name} = {_fmt(actual)}"
+                                  + ("" if ok else " — expectation failed")))
+    return results
+
+
+def parse_all(expect_texts: Iterable[str | Expectation]) -> list[Expectation]:
+    """Parse every --expect text up front (a bad one raises ValueError before anything runs)."""
+    return [t if isinstance(t, Expectation) else parse_expect(t) for t in expect_texts]
+
+
+def apply_gates(report_path: str | Path, expect_texts: Iterable[str | Expectation]) -> tuple[bool, list[str]]:
+    """Read report.json and check the expectations: (all passed, one line per expectation). A report that
+    cannot be read fails every gate with one line saying why. Bad expression text raises ValueError (call
+    parse_all before the run to report it as a usage error)."""
+    exps = parse_all(expect_texts)
+    if not exps:
+        return True, []
+    try:
+        report = json.loads(Path(report_path).read_text(encoding="utf-8"))
+        if not isinstance(report, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        return False, [f"✗ cannot check {', '.join(e.text for e in exps)}: {report_path} is unreadable ({why})"]
+    results = evaluate(exps, report)
+    return all(r.ok for r in results), [r.message for r in results]
+
+
+__all__ = ["Expectation", "GateResult", "GATE_METRICS", "OPS", "parse_expect", "parse_all", "gate_metrics",
+           "lookup_path", "evaluate", "apply_gates"]

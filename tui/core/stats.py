@@ -1,0 +1,727 @@
+"""Statistics for a tune run (issue 10): intervals over repeats, speedup ratios, acceptance pooling, the
+lossless check per prompt, the matrix of arms × workloads and the tutorial's Step 3 recommendation.
+
+Pure functions, no I/O; the standard library only (no scipy: the Student t quantile is computed here by
+inverting the t CDF through the regularized incomplete beta function).
+
+Units: acceptance rates and per-position acceptance are PERCENT (0-100), as in the bench facts
+(tui/core/steps/bench.py); acceptance length is tokens per draft step (1 + accepted / drafts).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from functools import lru_cache
+from typing import Any, Iterable, Sequence
+
+CHAIN_METHODS = ("eagle", "eagle3")  # each draft position is conditioned on the previous one being accepted
+STOP_TUNING_ACCEPTANCE = 30.0        # percent: the tutorial's "check acceptance is above ~30 % before tuning"
+LATENCY_KEYS = ("median_tpot_ms", "p90_tpot_ms", "p99_tpot_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms")
+
+
+# -- Student t ------------------------------------------------------------------------------------------------
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz's method)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c = 1.0
+    d = 1.0 - qab * x / qap
+    if abs(d) < tiny:
+        d = tiny
+    d = 1.0 / d
+    h = d
+    for m in range(1, 500):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = tiny if abs(d) < tiny else d
+        c = 1.0 + aa / c
+        c = tiny if abs(c) < tiny else c
+        d = 1.0 / d
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = tiny if abs(d) < tiny else d
+        c = 1.0 + aa / c
+        c = tiny if abs(c) < tiny else c
+        d = 1.0 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b), a, b > 0, 0 <= x <= 1."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    ln_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    front = math.exp(ln_front)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with df degrees of freedom (df > 0, need not be an integer)."""
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be > 0, got {df}")
+    if t == 0:
+        return 0.5
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t > 0 else tail
+
+
+@lru_cache(maxsize=512)
+def t_quantile(p: float, df: float) -> float:
+    """The p-quantile of Student's t with df degrees of freedom: the t with t_cdf(t, df) = p.
+
+    Closed forms for df = 1 and 2; otherwise bisection on the CDF (monotone, so it always converges) to
+    ~1e-12 relative. t_quantile(0.975, 2) = 4.3027, t_quantile(0.975, 4) = 2.7764."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be > 0, got {df}")
+    if p == 0.5:
+        return 0.0
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    lo, hi = 0.0, 2.0
+    while t_cdf(hi, df) < p:
+        lo, hi = hi, hi * 2.0
+        if hi > 1e12:
+            return math.inf
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-12 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
+# -- intervals ------------------------------------------------------------------------------------------------
+
+def _numbers(values: Iterable[Any] | None) -> list[float]:
+    out: list[float] = []
+    for v in values or ():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        f = float(v)
+        if math.isfinite(f):
+            out.append(f)
+    return out
+
+
+def _r(v: float | None, nd: int = 6) -> float | None:
+    return None if v is None else round(v, nd)
+
+
+def t_interval(values: Iterable[Any], conf: float = 0.95) -> dict[str, Any]:
+    """Mean with a two-sided Student t interval: mean ± t_{(1+conf)/2, n-1} · sd / √n.
+
+    Non-numbers (None, NaN) are dropped. Returns {mean, sd, ci95: [lo, hi] | None, values, n}; n < 2 gives
+    sd None and ci95 None (n = 0 also mean None). The key is "ci95" whatever conf is (the contract's name)."""
+    vals = _numbers(values)
+    n = len(vals)
+    if n == 0:
+        return {"mean": None, "sd": None, "ci95": None, "values": [], "n": 0}
+    mean = statistics.fmean(vals)
+    if n < 2:
+        return {"mean": _r(mean), "sd": None, "ci95": None, "values": vals, "n": n}
+    sd = statistics.stdev(vals)
+    half = t_quantile((1.0 + conf) / 2.0, n - 1) * sd / math.sqrt(n)
+    return {"mean": _r(mean), "sd": _r(sd), "ci95": [_r(mean - half), _r(mean + half)], "values": vals, "n": n}
+
+
+def _mean_var(vals: list[float]) -> tuple[float, float]:
+    """(mean, variance of the mean)."""
+    return statistics.fmean(vals), statistics.variance(vals) / len(vals)
+
+
+def ratio_interval(num_values: Iterable[Any], den_values: Iterable[Any], conf: float = 0.95) -> dict[str, Any]:
+    """Interval on mean(num) / mean(den) for two independent samples (e.g. arm vs baseline throughput).
+
+    Fieller's method: with x̄, ȳ the means and v_x = s_x²/n_x, v_y = s_y²/n_y the variances of the means
+    (covariance 0: independent samples), the interval is the set of ρ with (x̄ − ρȳ)² ≤ t² (v_x + ρ² v_y),
+    the roots of (ȳ² − t² v_y) ρ² − 2 x̄ ȳ ρ + (x̄² − t² v_x) = 0. t is the Student quantile at the
+    Welch–Satterthwaite degrees of freedom of x̄ − ρ̂ȳ at ρ̂ = x̄/ȳ:
+    df = (v_x + ρ̂² v_y)² / (v_x² / (n_x − 1) + ρ̂⁴ v_y² / (n_y − 1)).
+    Fieller's set is a bounded interval only when ȳ is significantly non-zero (ȳ² > t² v_y); where it is
+    not at that df (the denominator's own interval excludes 0, but barely) the delta method is used:
+    ρ̂ ± t · √(v_x + ρ̂² v_y) / |ȳ|.
+
+    Returns {ratio, ci95: [lo, hi] | None, method: "fieller" | "delta" | None}. ratio is None when a sample
+    is empty or mean(den) is 0; ci95 is None when a sample has n < 2 or the denominator's own t interval
+    includes 0 (the ratio is then unbounded)."""
+    xs, ys = _numbers(num_values), _numbers(den_values)
+    if not xs or not ys:
+        return {"ratio": None, "ci95": None, "method": None}
+    xm, ym = statistics.fmean(xs), statistics.fmean(ys)
+    if ym == 0:
+        return {"ratio": None, "ci95": None, "method": None}
+    ratio = xm / ym
+    out: dict[str, Any] = {"ratio": _r(ratio), "ci95": None, "method": None}
+    if len(xs) < 2 or len(ys) < 2:
+        return out
+    den_ci = t_interval(ys, conf)["ci95"]
+    if den_ci is None or (den_ci[0] <= 0.0 <= den_ci[1]):
+        return out
+    _, vx = _mean_var(xs)
+    _, vy = _mean_var(ys)
+    s2 = vx + ratio * ratio * vy
+    if s2 == 0.0:  # both samples constant: the ratio is exact
+        out.update(ci95=[_r(ratio), _r(ratio)], method="fieller")
+        return out
+    df = s2 * s2 / (vx * vx / (len(xs) - 1) + (ratio ** 4) * vy * vy / (len(ys) - 1))
+    t = t_quantile((1.0 + conf) / 2.0, df)
+    a = ym * ym - t * t * vy
+    b = xm * ym
+    c = xm * xm - t * t * vx
+    disc = b * b - a * c
+    if a > 0 and disc >= 0:
+        root = math.sqrt(disc)
+        lo, hi = (b - root) / a, (b + root) / a
+        out.update(ci95=[_r(lo), _r(hi)], method="fieller")
+        return out
+    half = t * math.sqrt(s2) / abs(ym)
+    out.update(ci95=[_r(ratio - half), _r(ratio + half)], method="delta")
+    return out
+
+
+def noise_floor(baseline_values: Iterable[Any], conf: float = 0.95) -> dict[str, Any]:
+    """Baseline vs baseline: how large a "speedup" the repeat-to-repeat noise alone produces.
+
+    Choice: leave-one-out. Each repeat is divided by the mean of the other repeats, r_i = x_i / mean(x_j, j≠i),
+    and the result is the mean of the r_i with a t interval over them (df n − 1). This works from n = 2
+    (splitting into halves would leave n = 1 per half, hence no interval, at the default 3 repeats). The r_i
+    are not independent (they share values), so the interval is an indication of the noise, not a test; a
+    speedup inside it is indistinguishable from running the baseline again.
+
+    Returns {ratio, ci95: [lo, hi] | None, n}; n < 2 (or a zero mean among the others) gives ratio None."""
+    vals = _numbers(baseline_values)
+    n = len(vals)
+    if n < 2:
+        return {"ratio": None, "ci95": None, "n": n}
+    total = sum(vals)
+    ratios = []
+    for v in vals:
+        others = (total - v) / (n - 1)
+        if others == 0:
+            return {"ratio": None, "ci95": None, "n": n}
+        ratios.append(v / others)
+    ti = t_interval(ratios, conf)
+    return {"ratio": ti["mean"], "ci95": ti["ci95"], "n": n}
+
+
+# -- acceptance -----------------------------------------------------------------------------------------------
+
+def conditional_rates(marginals: Sequence[Any] | None) -> list[float | None]:
+    """Per-position conditional acceptance from the marginals (percent): c_0 = a_0, c_i = a_i / a_{i−1} · 100.
+
+    For chain methods a_i is P(positions 0..i all accepted), so c_i is P(position i accepted | position i−1
+    was). None where a_{i−1} is 0 (or a marginal is missing)."""
+    ms = list(marginals or [])
+    out: list[float | None] = []
+    for i, a in enumerate(ms):
+        if not isinstance(a, (int, float)) or isinstance(a, bool):
+            out.append(None)
+            continue
+        if i == 0:
+            out.append(_r(float(a), 4))
+            continue
+        prev = ms[i - 1]
+        if not isinstance(prev, (int, float)) or isinstance(prev, bool) or prev == 0:
+            out.append(None)
+        else:
+            out.append(_r(float(a) / float(prev) * 100.0, 4))
+    return out
+
+
+def predicted_al(marginals: Sequence[Any] | None, k: int | None = None) -> dict[str, float] | None:
+    """Acceptance length predicted for every k' ≤ k from the marginals (percent) measured at k:
+    AL(k') = 1 + Σ_{i<k'} a_i / 100, as {"1": 1 + a_0, "2": 1 + a_0 + a_1, ...}. For chain methods the
+    acceptance at position i does not depend on positions after it, so the marginals measured with k drafts
+    predict a run with k' < k. k None: every measured position. None without marginals."""
+    ms = _numbers(marginals)
+    if not ms or len(ms) != len(list(marginals or [])):
+        return None
+    upto = len(ms) if k is None else min(int(k), len(ms))
+    if upto < 1:
+        return None
+    out: dict[str, float] = {}
+    acc = 1.0
+    for i in range(upto):
+        acc += ms[i] / 100.0
+        out[str(i + 1)] = round(acc, 4)
+    return out
+
+
+def al_check(measured_al: Any, marginals: Sequence[Any] | None, tol: float = 0.02) -> dict[str, Any] | None:
+    """Consistency check AL = 1 + Σ marginals: {measured, from_marginals, consistent} with consistent when
+    |measured − from_marginals| ≤ tol · from_marginals (relative). None without both inputs."""
+    ms = _numbers(marginals)
+    if not isinstance(measured_al, (int, float)) or isinstance(measured_al, bool) or not ms:
+        return None
+    from_m = 1.0 + sum(ms) / 100.0
+    return {"measured": _r(float(measured_al), 4), "from_marginals": round(from_m, 4),
+            "consistent": abs(float(measured_al) - from_m) <= tol * from_m}
+
+
+def _count(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        return None
+    return float(v)
+
+
+def pooled_acceptance(repeats: Sequence[dict[str, Any] | None] | None) -> dict[str, Any] | None:
+    """Acceptance pooled over repeats: {acceptance_rate (%), acceptance_length, per_position_acceptance (%),
+    method: "tokens" | "mean", repeats: n used}.
+
+    Token-weighted from the counters when every repeat with acceptance carries num_drafts, draft_tokens and
+    accepted_tokens: rate = Σ accepted / Σ draft_tokens · 100, length = 1 + Σ accepted / Σ num_drafts,
+    per position p_i = Σ_r p_{r,i} · num_drafts_r / Σ_r num_drafts_r (each repeat's p is accepted_i / drafts).
+    Otherwise ("mean") the plain mean of the repeats' own figures; per position over the positions every
+    repeat has. Repeats without acceptance are left out; None when none has any."""
+    reps = [r for r in (repeats or []) if isinstance(r, dict)
+            and (isinstance(r.get("acceptance_rate"), (int, float)) or _count(r.get("draft_tokens")))]
+    if not reps:
+        return None
+    counted = all(_count(r.get("num_drafts")) and _count(r.get("draft_tokens")) is not None
+                  and _count(r.get("accepted_tokens")) is not None for r in reps)
+    pp_lists = [r.get("per_position_acceptance") for r in reps]
+    have_pp = all(isinstance(p, list) and p and len(_numbers(p)) == len(p) for p in pp_lists)
+    npos = min(len(p) for p in pp_lists) if have_pp else 0
+    if counted and sum(float(r["draft_tokens"]) for r in reps) > 0:
+        drafts = sum(float(r["num_drafts"]) for r in reps)
+        dtok = sum(float(r["draft_tokens"]) for r in reps)
+        acc = sum(float(r["accepted_tokens"]) for r in reps)
+        per_pos = None
+        if have_pp:
+            per_pos = [round(sum(float(r["per_position_acceptance"][i]) * float(r["num_drafts"]) for r in reps)
+                             / drafts, 4) for i in range(npos)]
+        return {"acceptance_rate": round(acc / dtok * 100.0, 4), "acceptance_length": round(1.0 + acc / drafts, 4),
+                "per_position_acceptance": per_pos, "method": "tokens", "repeats": len(reps)}
+    rates = _numbers(r.get("acceptance_rate") for r in reps)
+    lengths = _numbers(r.get("acceptance_length") for r in reps)
+    per_pos = None
+    if have_pp:
+        per_pos = [round(statistics.fmean(float(p[i]) for p in pp_lists), 4) for i in range(npos)]
+    return {"acceptance_rate": round(statistics.fmean(rates), 4) if rates else None,
+            "acceptance_length": round(statistics.fmean(lengths), 4) if lengths else None,
+            "per_position_acceptance": per_pos, "method": "mean", "repeats": len(reps)}
+
+
+# -- lossless -------------------------------------------------------------------------------------------------
+
+_PIECES = re.compile(r"\S+|\s+")
+
+
+def first_divergence(a: str, b: str) -> int | None:
+    """Index of the first whitespace-separated word where a and b differ (None when a == b). A difference in
+    the whitespace after word i counts as a divergence at word i + 1; a text that is a prefix of the other
+    diverges at the shorter one's word count."""
+    if a == b:
+        return None
+    pa, pb = _PIECES.findall(a), _PIECES.findall(b)
+    words = 0
+    for x, y in zip(pa, pb):
+        if x != y:
+            return words
+        if not x.isspace():
+            words += 1
+    return words
+
+
+def lossless(baseline_texts: Sequence[Any] | None, arm_texts: Sequence[Any] | None) -> dict[str, Any] | None:
+    """Per-prompt lossless check of an arm against the baseline (same prompts, greedy decoding):
+    {prompts, identical, identical_share, first_divergence: [word index | None per prompt]}.
+
+    Prompts are paired by position; a pair where either text is missing (not a string: the request failed)
+    is left out, so prompts counts the compared pairs. None when nothing could be compared."""
+    pairs = [(b, a) for b, a in zip(baseline_texts or [], arm_texts or []) if isinstance(b, str) and isinstance(a, str)]
+    if not pairs:
+        return None
+    div = [first_divergence(b, a) for b, a in pairs]
+    same = sum(1 for d in div if d is None)
+    return {"prompts": len(pairs), "identical": same, "identical_share": round(same / len(pairs), 4),
+            "first_divergence": div}
+
+
+def per_request_summary(specs: Sequence[dict[str, Any] | None] | None) -> dict[str, Any] | None:
+    """Per-request spec-decode metrics (vLLM 0.29+, speculative servers): {n, mean_acceptance_length,
+    median_acceptance_length} over the requests that report a mean_acceptance_length. None when none does."""
+    vals = _numbers(s.get("mean_acceptance_length") for s in (specs or []) if isinstance(s, dict))
+    if not vals:
+        return None
+    return {"n": len(vals), "mean_acceptance_length": round(statistics.fmean(vals), 4),
+            "median_acceptance_length": round(statistics.median(vals), 4)}
+
+
+# -- a cell of the matrix -------------------------------------------------------------------------------------
+
+def _throughputs(repeats: Sequence[dict[str, Any] | None] | None) -> list[float]:
+    return _numbers((r or {}).get("output_throughput") for r in (repeats or []) if isinstance(r, dict))
+
+
+def cell(repeats: Sequence[dict[str, Any] | None] | None, baseline_repeats: Sequence[dict[str, Any] | None] | None = None,
+         probe: dict[str, Any] | None = None, baseline_probe: dict[str, Any] | None = None,
+         method: str | None = "eagle3", k: int | None = None, speculative: bool = True) -> dict[str, Any]:
+    """One arm on one workload (the contract's Cell). repeats: the arm's bench facts, one per repeat;
+    baseline_repeats: the baseline arm's on the same workload (for the speedup); probe / baseline_probe:
+    {"texts": [...], "per_request": [...]} (for the lossless check and per-request metrics). A baseline
+    cell (speculative False) has no acceptance, speedup or lossless entries."""
+    reps = [r for r in (repeats or []) if isinstance(r, dict)]
+    ti = t_interval(_throughputs(reps))
+    out: dict[str, Any] = {
+        "repeats": len(reps),
+        "output_throughput": {"mean": ti["mean"], "sd": ti["sd"], "ci95": ti["ci95"], "values": ti["values"]},
+    }
+    for key in LATENCY_KEYS:
+        vals = _numbers(r.get(key) for r in reps)
+        out[key] = round(statistics.fmean(vals), 4) if vals else None
+    out.update(acceptance_rate=None, acceptance_length=None, per_position=None, al_check=None, predicted_al=None,
+               speedup=None, lossless=None, per_request=None)
+    if speculative:
+        pooled = pooled_acceptance(reps)
+        if pooled:
+            out["acceptance_rate"] = pooled["acceptance_rate"]
+            out["acceptance_length"] = pooled["acceptance_length"]
+            marg = pooled["per_position_acceptance"]
+            if marg:
+                out["per_position"] = {"marginal": marg, "conditional": conditional_rates(marg)}
+                out["al_check"] = al_check(pooled["acceptance_length"], marg)
+                if (method or "").lower() in CHAIN_METHODS:
+                    out["predicted_al"] = predicted_al(marg, k)
+        if baseline_repeats is not None:
+            ri = ratio_interval(ti["values"], _throughputs(baseline_repeats))
+            if ri["ratio"] is not None:
+                out["speedup"] = {"ratio": ri["ratio"], "ci95": ri["ci95"]}
+        if probe and baseline_probe:
+            out["lossless"] = lossless(baseline_probe.get("texts"), probe.get("texts"))
+        if probe:
+            out["per_request"] = per_request_summary(probe.get("per_request"))
+    return out
+
+
+# -- recommendation -------------------------------------------------------------------------------------------
+
+def _fmt_ci(ci: Sequence[float] | None, nd: int = 1) -> str:
+    return f"[{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]" if ci else "(no interval)"
+
+
+def arm_label(arm: dict[str, Any], arms: Sequence[dict[str, Any]]) -> str:
+    """How texts name an arm: "baseline", "k = 2", or with the draft / method where the spec arms differ in
+    them ("k = 2 (stevenabreu7)", "eagle k = 1")."""
+    if arm.get("kind") == "baseline":
+        return "baseline"
+    spec = [a for a in arms if a.get("kind") != "baseline"]
+    k = arm.get("num_speculative_tokens")
+    base = f"k = {k}" if k is not None else str(arm.get("title") or arm.get("id"))
+    if len({a.get("method") for a in spec}) > 1 and arm.get("method"):
+        base = f"{arm['method']} {base}"
+    if len({a.get("draft_name") or a.get("draft") for a in spec}) > 1:
+        base += f" ({arm.get('draft_name') or arm.get('draft')})"
+    return base
+
+
+def _overlaps(a: Sequence[float] | None, b: Sequence[float] | None) -> bool:
+    return bool(a and b and a[0] <= b[1] and b[0] <= a[1])
+
+
+def _k(arm: dict[str, Any]) -> float:
+    k = arm.get("num_speculative_tokens")
+    return float(k) if isinstance(k, (int, float)) and not isinstance(k, bool) else math.inf
+
+
+def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[str, Any]]],
+              workload: str) -> dict[str, Any]:
+    """The tutorial's Step 3 on one workload: {arm: id | None, text, reason, overlap: [ids], stop_tuning}.
+
+    1. Acceptance below 30 % on every measured speculative arm → stop_tuning ("stop tuning: validate draft
+       and target first"), no arm.
+    2. No speculative arm beats the baseline (each one's speedup interval, or its ratio where it has none, is
+       ≤ 1) → "keep the baseline" (arm = the baseline's id).
+    3. Otherwise the highest mean output throughput wins; the speculative arms whose 95 % interval overlaps
+       the winner's are listed in overlap, and among the tied arms the smallest k is preferred."""
+    def c(aid: str) -> dict[str, Any] | None:
+        return (cells.get(aid) or {}).get(workload)
+
+    spec = [a for a in arms if a.get("kind") != "baseline"
+            and (c(a["id"]) or {}).get("output_throughput", {}).get("mean") is not None]
+    base_arm = next((a for a in arms if a.get("kind") == "baseline"), None)
+    res: dict[str, Any] = {"arm": None, "text": "", "reason": "", "overlap": [], "stop_tuning": False}
+    if not spec:
+        res["text"] = f"no speculative arm was measured on {workload}: nothing to recommend"
+        res["reason"] = "no speculative arm has an output throughput on this workload"
+        return res
+
+    def lab(a: dict[str, Any]) -> str:
+        return arm_label(a, arms)
+
+    def tput(a: dict[str, Any]) -> dict[str, Any]:
+        return c(a["id"])["output_throughput"]
+
+    with_acc = [a for a in spec if isinstance(c(a["id"]).get("acceptance_rate"), (int, float))]
+    if with_acc and len(with_acc) == len(spec) and all(c(a["id"])["acceptance_rate"] < STOP_TUNING_ACCEPTANCE
+                                                      for a in with_acc):
+        accs = ", ".join(f"{lab(a)}: {c(a['id'])['acceptance_rate']:.1f}%" for a in with_acc)
+        res.update(stop_tuning=True, text="stop tuning: validate draft and target first",
+                   reason=f"acceptance on {workload} is below {STOP_TUNING_ACCEPTANCE:.0f}% on every speculative arm "
+                          f"({accs}); tuning k cannot fix a draft that disagrees with the target (wrong draft, "
+                          "chat template or tokenizer)")
+        return res
+
+    def speedup(a: dict[str, Any]) -> dict[str, Any] | None:
+        return c(a["id"]).get("speedup")
+
+    def beats(a: dict[str, Any]) -> bool | None:
+        sp = speedup(a)
+        if not sp or sp.get("ratio") is None:
+            return None
+        return (sp["ci95"][1] if sp.get("ci95") else sp["ratio"]) > 1.0
+
+    verdicts = [beats(a) for a in spec]
+    best = max(spec, key=lambda a: (tput(a)["mean"], -_k(a)))
+    if verdicts and all(v is False for v in verdicts):
+        sp = speedup(best)
+        res.update(arm=base_arm["id"] if base_arm else None,
+                   text=f"keep the baseline: no speculative arm beats it on {workload} (best {lab(best)}: "
+                        f"{sp['ratio']:.2f}x {_fmt_ci(sp.get('ci95'), 2)})",
+                   reason="every speculative arm's speedup interval lies at or below 1.0x")
+        return res
+
+    best_ci = tput(best)["ci95"]
+    tied = [a for a in spec if a is not best and _overlaps(best_ci, tput(a)["ci95"])]
+    group = [best] + tied
+    chosen = min(group, key=lambda a: (_k(a), -tput(a)["mean"]))
+    overlap = [a["id"] for a in group if a is not chosen]
+    ct = tput(chosen)
+    sp = speedup(chosen)
+    text = f"{lab(chosen)}: {ct['mean']:.1f} tok/s {_fmt_ci(ct['ci95'])}"
+    if sp:
+        text += f", {sp['ratio']:.2f}x baseline"
+    reason_bits = []
+    others = [a for a in group if a is not chosen]
+    if others:
+        verb = "overlaps" if len(others) == 1 else "overlap"
+        names = ", ".join(lab(a) if a is not best else f"{lab(a)} ({tput(a)['mean']:.1f} tok/s {_fmt_ci(tput(a)['ci95'])})"
+                          for a in others)
+        text += f"; {names} {verb}: prefer the smaller k"
+        reason_bits.append(f"the 95% intervals of {', '.join(lab(a) for a in group)} overlap, so their throughputs "
+                           f"are not distinguishable over {c(chosen['id'])['repeats']} repeats; the tutorial "
+                           "prefers the smaller k (less draft work, lower latency when it does not pay)")
+    elif best_ci is None:
+        text += "; a single repeat: no interval, run more repeats to tell the arms apart"
+        reason_bits.append("highest mean output throughput; with one repeat there is no interval")
+    else:
+        rest = [a for a in spec if a is not chosen]
+        reason_bits.append("highest mean output throughput" + (f", its 95% interval clear of {', '.join(lab(a) for a in rest)}"
+                                                               if rest else ""))
+    if sp and sp.get("ci95"):
+        lo, hi = sp["ci95"]
+        reason_bits.append(f"speedup {sp['ratio']:.2f}x [{lo:.2f}, {hi:.2f}] over the baseline")
+        if hi < 1.0:
+            text += f" (speedup interval [{lo:.2f}, {hi:.2f}]: slower than the baseline)"
+        elif lo <= 1.0:
+            text += f" (speedup interval [{lo:.2f}, {hi:.2f}] includes 1.0x: not distinguishable from the baseline)"
+    acc = c(chosen["id"]).get("acceptance_rate")
+    al = c(chosen["id"]).get("acceptance_length")
+    if isinstance(acc, (int, float)):
+        reason_bits.append(f"acceptance {acc:.1f}%" + (f", length {al:.2f}" if isinstance(al, (int, float)) else ""))
+    res.update(arm=chosen["id"], text=text, reason="; ".join(reason_bits), overlap=overlap)
+    return res
+
+
+# -- the matrix -----------------------------------------------------------------------------------------------
+
+ARM_KEYS = ("id", "title", "kind", "method", "draft", "draft_name", "num_speculative_tokens", "status")
+
+
+def _arm_repeats(facts: dict[str, Any], workload: str, first: bool) -> list[dict[str, Any]]:
+    reps = (facts.get("repeats") or {}).get(workload)
+    if reps:
+        return [r for r in reps if isinstance(r, dict)]
+    if first and not facts.get("repeats") and isinstance(facts.get("bench"), dict):
+        return [facts["bench"]]  # a two-arm step's facts: its one bench counts as the first workload's repeat
+    return []
+
+
+def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, Any] | None],
+                 workloads: Sequence[str]) -> dict[str, Any]:
+    """The contract's matrix: {workloads, arms, cells: {arm: {workload: Cell}}, recommendation: {workload: ...},
+    noise_floor: {workload: ...}}. Every arm gets a cell on every workload (an empty one, repeats 0, where it
+    has no facts: not run yet, failed); speedups are against the first baseline arm's cell."""
+    arms_out = [{k: a.get(k) for k in ARM_KEYS} for a in arms]
+    base = next((a for a in arms_out if a.get("kind") == "baseline"), None)
+    cells: dict[str, dict[str, Any]] = {}
+    base_facts = (arm_facts.get(base["id"]) or {}) if base else {}
+    for a in arms_out:
+        facts = arm_facts.get(a["id"]) or {}
+        spec = a.get("kind") != "baseline"
+        cells[a["id"]] = {}
+        for i, wl in enumerate(workloads):
+            reps = _arm_repeats(facts, wl, i == 0)
+            base_reps = _arm_repeats(base_facts, wl, i == 0) if base else None
+            cells[a["id"]][wl] = cell(
+                reps, baseline_repeats=base_reps if spec and base_reps else None,
+                probe=(facts.get("probe") or {}).get(wl), baseline_probe=(base_facts.get("probe") or {}).get(wl),
+                method=a.get("method"), k=a.get("num_speculative_tokens"), speculative=spec)
+    rec = {wl: recommend(arms_out, cells, wl) for wl in workloads}
+    nf = {}
+    for i, wl in enumerate(workloads):
+        n = noise_floor(_throughputs(_arm_repeats(base_facts, wl, i == 0))) if base else {"ratio": None, "ci95": None}
+        nf[wl] = {"ratio": n["ratio"], "ci95": n["ci95"]}
+    return {"workloads": list(workloads), "arms": arms_out, "cells": cells, "recommendation": rec, "noise_floor": nf}
+
+
+# -- table rows for the front ends ----------------------------------------------------------------------------
+
+NA = "n/a"
+DASH = "—"
+
+
+def _num(v: Any, nd: int = 1, suffix: str = "") -> str:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return NA
+    return f"{v:.{nd}f}{suffix}"
+
+
+def matrix_columns(matrix: dict[str, Any], width: int = 120) -> list[str]:
+    """Column titles, one per arm in matrix order ("baseline", "k=1", with the draft where drafts differ);
+    at width <= 80 at most 12 characters each."""
+    arms = matrix.get("arms") or []
+    out = []
+    for a in arms:
+        t = arm_label(a, arms).replace("k = ", "k=")
+        if width <= 80 and len(t) > 12:
+            t = t[:11] + "…"
+        out.append(t)
+    return out
+
+
+def matrix_rows(matrix: dict[str, Any], workload: str, width: int = 120) -> list[tuple[str, ...]]:
+    """Rows of the arms × metrics table on one workload: (label, value for each arm in matrix order).
+
+    Output tok/s "134.2 ±3.1" (mean ± the 95 % half-width), speedup "1.19x [1.15,1.23]", TPOT median / P90 /
+    P99, TTFT median / P99, acceptance %, acceptance length measured / predicted (for chain methods from the
+    marginals of the arm with the same draft and the largest k, so k = 1 and 2 are checked against k = 3's
+    per-position rates; otherwise 1 + Σ its own marginals), the lossless identical share. The baseline
+    column's speedup interval is the baseline-vs-baseline noise floor.
+    At width <= 80 the labels stay within 12 characters and the speedup interval gets its own row, so a
+    baseline + 3-arm table fits 80 columns."""
+    narrow = width <= 80
+    arms = matrix.get("arms") or []
+    cells = matrix.get("cells") or {}
+    nf = (matrix.get("noise_floor") or {}).get(workload) or {}
+
+    def cl(a: dict[str, Any]) -> dict[str, Any]:
+        return (cells.get(a["id"]) or {}).get(workload) or {}
+
+    def spec(a: dict[str, Any]) -> bool:
+        return a.get("kind") != "baseline"
+
+    def tput(a: dict[str, Any]) -> str:
+        t = cl(a).get("output_throughput") or {}
+        if t.get("mean") is None:
+            return NA
+        if t.get("ci95"):
+            return f"{t['mean']:.1f} ±{(t['ci95'][1] - t['ci95'][0]) / 2:.1f}"
+        return f"{t['mean']:.1f}"
+
+    def sp_ratio(a: dict[str, Any]) -> str:
+        if not spec(a):
+            return "1.00x" if cl(a).get("repeats") else NA
+        sp = cl(a).get("speedup")
+        return f"{sp['ratio']:.2f}x" if sp and sp.get("ratio") is not None else NA
+
+    def sp_ci(a: dict[str, Any]) -> str:
+        ci = (cl(a).get("speedup") or {}).get("ci95") if spec(a) else nf.get("ci95")
+        return f"[{ci[0]:.2f},{ci[1]:.2f}]" if ci else DASH
+
+    def speedup(a: dict[str, Any]) -> str:
+        r, ci = sp_ratio(a), sp_ci(a)
+        if r == NA:
+            return NA
+        if not spec(a):
+            return f"noise {ci}" if ci != DASH else r
+        return f"{r} {ci}" if ci != DASH else r
+
+    def acc(a: dict[str, Any]) -> str:
+        return _num(cl(a).get("acceptance_rate")) if spec(a) else DASH
+
+    def predictor(a: dict[str, Any]) -> dict[str, Any] | None:
+        """The arm of the same method and draft with the largest k that predicts this arm's k."""
+        k = a.get("num_speculative_tokens")
+        same = [b for b in arms if spec(b) and b.get("method") == a.get("method") and b.get("draft") == a.get("draft")
+                and str(k) in (cl(b).get("predicted_al") or {})]
+        return max(same, key=_k, default=None)
+
+    def al(a: dict[str, Any]) -> str:
+        if not spec(a):
+            return DASH
+        c = cl(a)
+        meas = _num(c.get("acceptance_length"), 2)
+        src = predictor(a)
+        p = (cl(src).get("predicted_al") or {}).get(str(a.get("num_speculative_tokens"))) if src else None
+        if p is None:
+            p = (c.get("al_check") or {}).get("from_marginals")
+        return f"{meas}/{_num(p, 2)}" if p is not None else meas
+
+    def ident(a: dict[str, Any]) -> str:
+        if not spec(a):
+            return DASH
+        ll = cl(a).get("lossless")
+        if not ll:
+            return NA
+        share = f"{ll['identical_share'] * 100:.0f}%"
+        return f"{ll['identical']}/{ll['prompts']}" if narrow else f"{ll['identical']}/{ll['prompts']} ({share})"
+
+    def lat(key: str):
+        return lambda a: _num(cl(a).get(key))
+
+    def reps(a: dict[str, Any]) -> str:
+        return str(cl(a).get("repeats") or 0)
+
+    if narrow:
+        spec_rows: list[tuple[str, Any]] = [("Speedup", sp_ratio), ("Speedup 95%", sp_ci)]
+    else:
+        spec_rows = [("Speedup vs baseline", speedup)]
+    rows_def: list[tuple[str, Any]] = [
+        ("Repeats", reps),
+        ("Output tok/s" if narrow else "Output throughput (tok/s)", tput),
+        *spec_rows,
+        ("TPOT med ms" if narrow else "Median TPOT (ms)", lat("median_tpot_ms")),
+        ("TPOT p90 ms" if narrow else "P90 TPOT (ms)", lat("p90_tpot_ms")),
+        ("TPOT p99 ms" if narrow else "P99 TPOT (ms)", lat("p99_tpot_ms")),
+        ("TTFT med ms" if narrow else "Median TTFT (ms)", lat("median_ttft_ms")),
+        ("TTFT p99 ms" if narrow else "P99 TTFT (ms)", lat("p99_ttft_ms")),
+        ("Accept %" if narrow else "Acceptance rate (%)", acc),
+        ("AL meas/pred" if narrow else "Acceptance length (meas./pred.)", al),
+        ("Identical" if narrow else "Lossless: identical", ident),
+    ]
+    if any((cl(a).get("per_request") or {}).get("n") for a in arms):
+        rows_def.append(("Req. AL med" if narrow else "Per-request AL (median)",
+                         lambda a: _num((cl(a).get("per_request") or {}).get("median_acceptance_length"), 2)
+                         if spec(a) else DASH))
+    return [(label, *(fn(a) for a in arms)) for label, fn in rows_def]
+
+
+__all__ = [
+    "t_cdf", "t_quantile", "betainc", "t_interval", "ratio_interval", "noise_floor", "conditional_rates",
+    "predicted_al", "al_check", "pooled_acceptance", "first_divergence", "lossless", "per_request_summary", "cell",
+    "arm_label", "recommend", "build_matrix", "matrix_columns", "matrix_rows", "CHAIN_METHODS",
+    "STOP_TUNING_ACCEPTANCE",
+]
