@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--show-commands", action="store_true", help="print the exact commands the profile runs, then exit")
     p.add_argument("--vllm-version", metavar="X.Y.Z",
                    help="with --show-commands: show the commands for this vLLM version instead of the detected one")
+    p.add_argument("--expect", action="append", default=[], metavar="EXPR",
+                   help="a gate on the finished run, e.g. 'speedup>=1.15' or 'acceptance>=60' (names from report.json's "
+                        "\"metrics\", or a dotted path into report.json); repeatable; a failed gate exits 1")
     p.add_argument("--list-profiles", action="store_true", help="list the bundled profiles, then exit")
     p.add_argument("--verbose", "-v", action="store_true", help="headless: also stream the raw server log")
     p.add_argument("--version", action="store_true", help="print the version, then exit")
@@ -217,6 +220,14 @@ def _main(argv: list[str] | None) -> int:
         except ValueError as exc:
             return _fail_usage(str(exc))
 
+    from .core import gates
+
+    try:
+        expectations = gates.parse_all(args.expect)
+    except ValueError as exc:
+        return _fail_usage(str(exc))
+    if expectations and not (args.headless or args.json):
+        return _fail_usage("--expect gates a headless run: add --headless (or --json).")
     if args.show_commands:
         if profile is None:
             return _fail_usage("--show-commands needs a profile: pass --profile NAME|PATH or --demo.")
@@ -268,6 +279,14 @@ def _main(argv: list[str] | None) -> int:
     renderer = HeadlessRenderer(verbose=args.verbose)
     engine = Engine(profile, run_dir, renderer, steps=steps, verbose=args.verbose)
     code = run_engine_blocking(engine)
+    report_json = run_dir / "report.json"
+    if expectations and report_json.exists() and engine.refused is None and engine.unwritable is None:
+        ok, lines = gates.apply_gates(report_json, args.expect)
+        for line in lines:
+            print(f"specdec-tui: {redact(line)}", file=sys.stderr)
+        if not ok and code == 0:
+            code = 1
+            print("specdec-tui: exit code 1: an --expect gate failed (the run itself passed)", file=sys.stderr)
     if args.json:
         rp = run_dir / "report.json"
         problem = engine.refused or engine.unwritable

@@ -209,7 +209,7 @@ class HeadlessRenderer:
 
     def _on_matrix(self, e: ev.MatrixTable) -> None:
         """A tune run: per workload, the recommendation first, then arms × metrics (stats.matrix_rows)."""
-        from .core.stats import matrix_rows
+        from .core.stats import matrix_columns, matrix_rows
 
         m = e.matrix
         width = self.console.width
@@ -219,10 +219,10 @@ class HeadlessRenderer:
             self.console.print(Panel(escape(rec.get("text") or "n/a")
                                      + (f"\n[dim]{escape(rec['reason'])}[/]" if rec.get("reason") else ""),
                                      title=f"Recommendation — {escape(wl)}", border_style=style, expand=False))
-            rows = matrix_rows(m, wl, width)
-            if not rows:
+            body = matrix_rows(m, wl, width)
+            if not body:
                 continue
-            head, *body = rows
+            head = ["Metric", *matrix_columns(m, width)]
             t = Table(title=f"Step 3 matrix — {wl}", show_lines=False)
             for i, h in enumerate(head):
                 t.add_column(str(h), justify="left" if i == 0 else "right", overflow="fold")

@@ -387,7 +387,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
 
 def _matrix_markdown(matrix: dict[str, Any], w: Any) -> None:
     """The tune matrix: the recommendation per workload, then arms × metrics with intervals, the noise floor."""
-    from .stats import matrix_rows
+    from .stats import matrix_columns, matrix_rows
 
     w("\n## Step 3: tuning matrix\n")
     for wl in matrix.get("workloads") or []:
@@ -395,9 +395,9 @@ def _matrix_markdown(matrix: dict[str, Any], w: Any) -> None:
         w(f"\n### Workload `{wl}`\n\n**Recommendation:** {rec.get('text') or 'n/a'}\n")
         if rec.get("reason"):
             w(f"\n{rec['reason']}\n")
-        rows = matrix_rows(matrix, wl, 200)
-        if rows:
-            head, *body = rows
+        body = matrix_rows(matrix, wl, 200)
+        if body:
+            head = ["Metric", *matrix_columns(matrix, 200)]
             w("\n| " + " | ".join(_md_cell(c) for c in head) + " |\n|" + "---|" * len(head) + "\n")
             for r in body:
                 w("| " + " | ".join(_md_cell(c) for c in r) + " |\n")
