@@ -246,7 +246,7 @@ async def _scrape_spec(client: httpx.AsyncClient, url: str) -> tuple[mx.SpecCoun
 
 
 async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = None, workload: Any = None,
-                        label: str = "") -> dict[str, Any] | None:
+                        label: str = "", dataset_path: str | None = None) -> dict[str, Any] | None:
     """Run the benchmark for ServerRun `sr` (its server is up and smoke-tested). Adds facts to sr.facts and
     the parsed numbers to sr.result_facts["bench"]; returns them (None when the bench gave no result).
 
@@ -257,19 +257,12 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     facts: FactRecorder = sr.facts
     prof = sr.prof
     version = sr.vllm_version
-    dataset_path = sr.dataset_path
-    if workload is not None and getattr(workload, "dataset_path", None):
-        dataset_path = workload.dataset_path
+    dataset_path = dataset_path or sr.dataset_path
     stem = (result_name or f"{step}.json")[:-len(".json")]
     result_file = ctx.run.file(f"{stem}.json")
     if result_file.exists():
         result_file.unlink()
-    if workload is not None and getattr(workload, "name", "sonnet") != "sonnet":
-        from ..workloads import bench_argv_for
-
-        argv = bench_argv_for(workload, prof, str(result_file), version, ctx.ph)
-    else:
-        argv = bench_argv(prof, str(result_file), dataset_path, version, ctx.ph)
+    argv = bench_argv(prof, str(result_file), dataset_path, version, ctx.ph, workload=workload)
     ctx.emit(Command(step, "bench", tuple(argv), format_command(argv)))
     env = dict(ctx.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")

@@ -64,6 +64,7 @@ class ServerRun:
         self.vllm_version: str | None = None
         self.dataset_path = ""
         self.served_name = target_model(self.prof, ctx.ph)  # placeholders resolved, as vLLM serves it
+        self.extra_serve_args: list[str] = []  # a tune arm's additions (per-request spec-decode metrics)
 
     # -- helpers -----------------------------------------------------------------------------------
     def diag(self, d: Any) -> None:
@@ -103,7 +104,7 @@ class ServerRun:
                 self.diag(dg.make("port-in-use", self.step, [f"{s.host}:{s.port} is in use{who}"],
                                   host=s.host, port=s.port))
                 return False
-        argv = serve_argv(self.prof, self.speculative, self.ctx.ph)
+        argv = serve_argv(self.prof, self.speculative, self.ctx.ph) + list(self.extra_serve_args)
         extra_env = serve_env(self.prof, self.ctx.ph)
         env = self._child_env(extra_env)
         cmd_text = format_command(argv, extra_env)
