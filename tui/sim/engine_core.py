@@ -8,12 +8,18 @@ compilation with a real on-disk compile cache, warmup), then writes one JSON lin
 is signalled. On a fault it prints the root cause and vLLM's ``EngineCore failed to start.`` lines and
 exits 1 without reporting ready. PR_SET_PDEATHSIG ties its life to the API server on Linux.
 
+NeuronCores: the engine uses the logical cores of NEURON_VISIBLE_DEVICES (default 0..TP-1, as the plugin's
+worker sets it). On the stand-in platform it claims them in the sysroot (tui/sim/cores.py) for as long as it
+runs, so the stand-in's neuron-ls lists it, and a second server on an overlapping range fails with the
+runtime's busy-cores error, as on real hardware.
+
 Durations printed in the log are simulated seconds (wall time / time_scale).
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import ctypes
 import hashlib
 import json
@@ -26,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import cores as core_claims
 from .config import sim_config
 from .logs import (ProcessLog, WorkerGroup, color_enabled, neuronx_cc_format, nrt_format, red_if,
                    traceback_lines)
@@ -37,6 +44,9 @@ NEURONX_CC_VERSION = "2.27.5334.0+f702b353"
 RT_VISIBLE_CORES_ERROR = ("NEURON_RT_VISIBLE_CORES cannot be used with multi-processing execution on vLLM. "
                           "Set NEURON_VISIBLE_DEVICES to control device visibility.")
 CORES_BUSY_ERROR = "Neuron runtime cannot be initialized; cannot determine the number of available NeuronCores"
+VISIBLE_VAR = "NEURON_VISIBLE_DEVICES"
+ROOT_COMM_PORT_BASE = 61234
+FAULT_HELD_CORES = range(0, 16)  # [simulation] fault = "cores-busy": another process holds devices 0-3
 HBM_ALLOC_ERROR = 'nrt_tensor_allocate status=4 message="Allocation Failure"'
 SIGKILL_TEXT = ("The neuronx-cc (neuron compiler) process was killed (SIG_KILL).  This typically happens when there "
                 "is insufficient memory to compile and the linux Out Of Memory (OOM) killer terminates the compiler. "
@@ -194,6 +204,8 @@ class EngineSim:
         self.k = int((self.spec or {}).get("num_speculative_tokens") or 1) if self.spec else 0
         pid = os.getpid()
         self.workers = WorkerGroup(log, [pid + 1 + r for r in range(self.tp)])
+        self.visible = (environ.get(VISIBLE_VAR) or "").strip()
+        self.claims: Path | None = None  # set once this engine holds its cores in the stand-in's claims dir
         self.t0 = time.monotonic()
         self.compile_times: dict[str, float] = {}
         self.hits = 0
@@ -233,6 +245,7 @@ class EngineSim:
                 ("vllm_neuron/vllm/platform.py", 312, "check_and_update_config",
                  "raise RuntimeError("),
             ])
+        cores = self.visible_cores()  # NEURON_VISIBLE_DEVICES, else 0..TP-1
         prefill, decode = buckets(ea)
         mbt = int(ea["max_num_batched_tokens"])
         if max(b for b, _ in prefill) != mbt:
@@ -248,16 +261,10 @@ class EngineSim:
                     lambda r: f"rank {r} in world size {self.tp} is assigned as DP rank 0, PP rank 0, "
                               f"TP rank {r}, EP rank {r}")
         w.each("INFO", "neuron_worker.py", 118, fmt=lambda r: f"Initialized NeuronWorker with rank {r}, local_rank {r}")
+        comm = ROOT_COMM_PORT_BASE + (cores[0] if self.visible else 0)
         w.each("INFO", "neuron_worker.py", 164,
-               fmt=lambda r: f"CCOM bootstrap rendezvous: NEURON_RT_ROOT_COMM_ID=localhost:61234 (rank {r}/{self.tp})")
-        if self.fault == "cores-busy":
-            self.log.unprefixed([nrt_format(
-                "ERROR", "NRT:nrt_allocate_neuron_cores",
-                "Logical Neuron Core(s) not available - Requested:lnc0-lnc0 Available:0 Logical Core size:2 "
-                "(cores busy, ret=-16)", w.pids[0])])
-            w.rank(0, "ERROR", "neuron_worker.py", 131, CORES_BUSY_ERROR)
-            raise EngineFailure(CORES_BUSY_ERROR, frames=[
-                ("vllm_neuron/vllm/worker/neuron_worker.py", 131, "init_device", "raise RuntimeError(")])
+               fmt=lambda r: f"CCOM bootstrap rendezvous: NEURON_RT_ROOT_COMM_ID=localhost:{comm} (rank {r}/{self.tp})")
+        self.claim_cores(cores)
 
         # -- weights --------------------------------------------------------------------------------
         w.info("neuron_worker.py", 201, "Loading model on NeuronWorker")
@@ -411,6 +418,59 @@ class EngineSim:
             for r in range(1, self.tp):
                 w.rank(r, "INFO", "cache.py", 171, f"Shared compilation completed: {entry}")
 
+    # NeuronCores ------------------------------------------------------------------------------------
+    def visible_cores(self) -> list[int]:
+        """The logical cores rank 0..TP-1 use: NEURON_VISIBLE_DEVICES, else 0..TP-1 (what the worker sets)."""
+        if not self.visible:
+            return list(range(self.tp))
+        cores: list[int] = []
+        for part in self.visible.replace(" ", "").split(","):
+            a, sep, b = part.partition("-")
+            if not (a.isdigit() and (not sep or b.isdigit())) or (sep and int(b) < int(a)):
+                raise EngineFailure(f"Invalid {VISIBLE_VAR}={self.visible!r}: expected a core list such as 0-15",
+                                    exc_type="ValueError", from_worker=False, frames=[
+                                        ("vllm_neuron/vllm/platform.py", 201, "check_and_update_config",
+                                         "raise ValueError(")])
+            cores.extend(range(int(a), int(b if sep else a) + 1))
+        if len(cores) != self.tp:
+            msg = (f"Resolved {len(cores)} Neuron cores {cores} for this replica, but local_world_size={self.tp} "
+                   f"({VISIBLE_VAR}={self.visible}, assigned_physical_gpu_ids={cores})")
+            raise EngineFailure(msg, from_worker=False, frames=[
+                ("vllm_neuron/vllm/platform.py", 229, "check_and_update_config", "raise RuntimeError(")])
+        return cores
+
+    def claim_cores(self, cores: list[int]) -> None:
+        """Take the cores as the runtime does (one process per core until it exits). On the stand-in platform
+        (SPECDEC_SYSROOT with a claims dir) the claim is recorded for its neuron-ls and refused when a live
+        process holds any of the cores; without it only [simulation] fault = "cores-busy" holds cores 0-15."""
+        root = self.env.get("SPECDEC_SYSROOT")
+        cdir = core_claims.claims_dir(root) if root else None
+        if cdir is not None and cdir.is_dir():
+            ok, clash = core_claims.claim(cdir, cores, command=_own_command())
+            if ok:
+                self.claims = cdir
+                return
+            held = {c for h in clash for c in h["cores"]}
+        elif self.fault == "cores-busy":
+            held = set(FAULT_HELD_CORES)
+        else:
+            return
+        busy = [(r, c) for r, c in enumerate(cores) if c in held]
+        w = self.workers
+        for r, c in busy:
+            self.log.unprefixed([nrt_format(
+                "ERROR", "NRT:nrt_allocate_neuron_cores",
+                f"Logical Neuron Core(s) not available - Requested:lnc{c}-lnc{c} Available:0 Logical Core size:2 "
+                "(cores busy, ret=-16)", w.pids[r])])
+            w.rank(r, "ERROR", "neuron_worker.py", 131, CORES_BUSY_ERROR)
+        raise EngineFailure(CORES_BUSY_ERROR, frames=[
+            ("vllm_neuron/vllm/worker/neuron_worker.py", 131, "init_device", "raise RuntimeError(")])
+
+    def release_cores(self) -> None:
+        if self.claims is not None:
+            core_claims.release(self.claims)
+            self.claims = None
+
     # faults ----------------------------------------------------------------------------------------
     def compile_failure(self, entry: Path, key: str, graph: str) -> None:
         w = self.workers
@@ -504,6 +564,14 @@ class EngineSim:
         log.write_lines(["Process EngineCore_DP0:"] + proc_tb, stream=sys.stderr)
 
 
+def _own_command() -> str:
+    """This process's command line, as neuron-ls reports it ("" when unreadable, as in some containers)."""
+    try:
+        return Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
 def _idle_until_parent_gone() -> None:
     try:
         while sys.stdin.buffer.read(65536):
@@ -523,14 +591,22 @@ def main(argv: list[str] | None = None) -> int:
     _set_comm("VLLM::EngineCor")
     # Ctrl+C reaches the whole foreground process group: the API server decides, then terminates us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    engine: EngineSim | None = None
+
+    def _exit_now(*_: Any) -> None:
+        if engine is not None:
+            engine.release_cores()  # the runtime frees the cores when the process exits
+        os._exit(0)
+
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda *_: os._exit(0))
+        signal.signal(sig, _exit_now)
 
     environ = dict(os.environ)
     ea = json.loads(environ.get(ENGINE_ARGS_ENV, "{}"))
     cfg = sim_config(environ)
     log = ProcessLog(PROCESS_NAME, os.getpid(), sys.stdout, color_enabled(environ))
     engine = EngineSim(ea, cfg, log, environ)
+    atexit.register(engine.release_cores)
 
     def report(obj: dict[str, Any]) -> None:
         if a.ready_fd >= 0:

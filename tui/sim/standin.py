@@ -12,8 +12,11 @@ its stdin/parent goes away, removing what it laid out when it exits:
 - a fake system root read through SPECDEC_SYSROOT: DMI product name trn2.48xlarge, /dev/neuron0..15 and the
   Neuron sysfs (core_count, info/architecture/instance_type);
 - a bin directory (prepended to PATH) with a `neuron-ls` that prints `neuron-ls -j` JSON in the shape of the
-  SDK the simulated vLLM belongs to; with [simulation] fault = "cores-busy" it lists a process holding
-  devices 0-3 (cores 0-15), as the real tool does;
+  SDK the simulated vLLM belongs to, listing under each device the live processes that hold its cores: the
+  simulated servers' claims in <sysroot>/var/run/neuron-cores (tui/sim/cores.py: each simulated engine claims
+  the cores of its NEURON_VISIBLE_DEVICES, default 0..TP-1, and an overlapping second server fails with the
+  runtime's busy-cores error); with [simulation] fault = "cores-busy" the stand-in itself holds cores 0-15
+  (devices 0-3), as another process would;
 - a site directory (prepended to PYTHONPATH) with stub distributions `vllm` (version = [simulation]
   vllm_version), `vllm_neuron` (version mapped from it as Neuron's SDK table does, with the
   `vllm.platform_plugins` entry point), `transformers` (AutoTokenizer backed by tui/sim/tokens.py) and, where
@@ -36,6 +39,8 @@ import tempfile
 import threading
 from pathlib import Path
 from typing import Any
+
+from .cores import claim, claims_dir
 
 DEVICES = 16
 CORES_PER_DEVICE = 4  # logical, LNC=2
@@ -91,6 +96,7 @@ def build_sysroot(root: Path) -> None:
     (dmi / "product_name").write_text(INSTANCE_TYPE + "\n")
     (dmi / "board_asset_tag").write_text(INSTANCE_ID + "\n")
     (root / "dev").mkdir(parents=True, exist_ok=True)
+    claims_dir(root).mkdir(parents=True, exist_ok=True)  # who holds which cores (tui/sim/cores.py)
     for i in range(DEVICES):
         (root / "dev" / f"neuron{i}").write_text("")
         sd = root / "sys/devices/virtual/neuron_device" / f"neuron{i}"
@@ -134,10 +140,13 @@ def neuron_ls_devices(sdk: str | None, busy: list[dict[str, Any]] | None = None)
 
 
 NEURON_LS = '''#!{python}
-"""neuron-ls of specdec-tui's stand-in trn2.48xlarge (prints recorded-format JSON)."""
-import json, sys
+"""neuron-ls of specdec-tui's stand-in trn2.48xlarge (prints recorded-format JSON, plus the live holders of
+cores from the stand-in's claims directory)."""
+import json, os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _sim_cores
 args = sys.argv[1:]
-data = json.load(open({data!r}))
+data = _sim_cores.merge_into_devices(json.load(open({data!r})), _sim_cores.live_claims({claims!r}))
 if args and args[0] in ("-j", "--json-output"):
     sys.stdout.write(json.dumps(data, indent=1) + "\\n")
     sys.exit(0)
@@ -151,12 +160,14 @@ for d in data:
 '''
 
 
-def build_bin(bindir: Path, devices: list[dict[str, Any]]) -> None:
+def build_bin(bindir: Path, devices: list[dict[str, Any]], claims: Path | None = None) -> None:
     bindir.mkdir(parents=True, exist_ok=True)
     data = bindir / "neuron-ls.json"
     data.write_text(json.dumps(devices))
+    shutil.copyfile(Path(__file__).with_name("cores.py"), bindir / "_sim_cores.py")
     exe = bindir / "neuron-ls"
     exe.write_text(NEURON_LS.replace("{python}", sys.executable).replace("{data!r}", repr(str(data)))
+                   .replace("{claims!r}", repr(str(claims) if claims else str(bindir / "no-claims")))
                    .replace("{itype}", INSTANCE_TYPE).replace("{iid}", INSTANCE_ID))
     exe.chmod(0o755)
 
@@ -370,13 +381,11 @@ def build(base: Path, sim: dict[str, Any], environ: dict[str, str], hub_url: str
     plugin, sdk = plugin_for_vllm(vllm_version)
     root, bindir, site, hf_home = base / "root", base / "bin", base / "site", base / "hf-home"
     build_sysroot(root)
-    busy = None
-    if sim.get("fault") == "cores-busy":
-        busy = [{"devices": [0, 1, 2, 3], "pid": holder_pid or os.getpid(),
-                 "command": "python3 -m vllm.entrypoints.openai.api_server --model openai/gpt-oss-120b "
-                            "--tensor-parallel-size 16",
-                 "neuron_runtime_version": "2.34.10"}]
-    build_bin(bindir, neuron_ls_devices(sdk, busy))
+    if sim.get("fault") == "cores-busy":  # another process holds devices 0-3 (cores 0-15) while we run
+        claim(claims_dir(root), range(0, 4 * CORES_PER_DEVICE), pid=holder_pid or os.getpid(),
+              command="python3 -m vllm.entrypoints.openai.api_server --model openai/gpt-oss-120b "
+                      "--tensor-parallel-size 16")
+    build_bin(bindir, neuron_ls_devices(sdk), claims_dir(root))
     build_site(site, vllm_version, plugin)
     env: dict[str, str] = {
         "SPECDEC_SYSROOT": str(root),
