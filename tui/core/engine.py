@@ -26,7 +26,6 @@ from . import report as report_mod
 from .commands import Placeholders
 from .events import (
     STEP_IDS,
-    STEP_TITLES,
     Diagnosis,
     Event,
     Notice,
@@ -422,6 +421,7 @@ class Engine:
             return
         self._stale = (stale, who, why) if stale else None
         self._kept = self._keep_finished_arms()
+        self.ctx.runtime["todo"] = [sid for sid in self.steps if sid not in self._kept]
         self._open_task = asyncio.ensure_future(self._finish_open())
 
     def _keep_finished_arms(self) -> list[str]:

@@ -107,12 +107,184 @@ async def _probe(ctx: StepContext, sr: ServerRun, w: Any, dataset_path: str) -> 
     return {"texts": [r.get("text") or "" for r in reqs], "per_request": specs, "endpoint": w.path}
 
 
+class LaunchPool:
+    """tune.parallel: the servers of later arms start while earlier arms benchmark, each on its own contiguous,
+    TP-aligned NeuronCore range (NEURON_VISIBLE_DEVICES) and port; benchmarks still run one at a time (arms are
+    steps, run in order). An arm takes its server when its step starts; when it stops, its range goes to the next
+    arm not yet launched. Facts and diagnoses of an early launch are held until the arm's step starts (a step's
+    start drops what an earlier attempt said); its log and phases stream at once.
+
+    Registered in ctx.cleanups: the engine's cleanup stops every server it launched, whatever way the run ends."""
+
+    def __init__(self, ctx: StepContext, arms: list[Any], ranges: list[tuple[int, ...]], ports: list[int]):
+        self.ctx = ctx
+        self.ranges = ranges
+        self.pending = list(arms)  # not launched yet, in run order
+        self.free = list(zip(ranges, ports))
+        self.launched: dict[str, tuple[ServerRun, Any, list[Any], tuple[tuple[int, ...], int]]] = {}  # early
+        self.taken: dict[str, tuple[tuple[int, ...], int]] = {}
+
+    def _launch_next(self) -> None:
+        import asyncio
+
+        from ..placement import format_range
+
+        while self.free and self.pending:
+            arm = self.pending.pop(0)
+            slot = self.free.pop(0)
+            cores, port = slot
+            held: list[Any] = []
+            sr = self._server(arm, cores, port, held)
+            self.ctx.emit(Notice(arm.id, "info", f"{arm.title}: launching early on NeuronCores {format_range(cores)}, "
+                                                  f"port {port} (tune.parallel)"))
+            task = asyncio.ensure_future(self._start(sr))
+            self.launched[arm.id] = (sr, task, held, slot)
+
+    def _server(self, arm: Any, cores: tuple[int, ...], port: int, held: list[Any] | None) -> ServerRun:
+        from ..placement import format_range
+
+        prof = arm_profile(self.ctx.profile, arm)
+        env = dict(prof.data["server"]["env"], NEURON_VISIBLE_DEVICES=format_range(cores))
+        prof = prof.with_values({"server.port": port, "server.env": env})
+        ctx = self.ctx
+        if held is not None:  # an early launch: facts and diagnoses wait for the arm's step (take())
+            import dataclasses
+
+            from ..events import Diagnosis, Fact
+
+            main_emit = self.ctx.emit
+
+            def emit(e: Any) -> None:
+                if held and held[0] == "direct" or not isinstance(e, (Fact, Diagnosis)):
+                    main_emit(e)
+                else:
+                    held.append(e)
+
+            ctx = dataclasses.replace(self.ctx, emit=emit)  # the same shared, cleanups and diagnoses objects
+        sr = ServerRun(ctx, arm.id, arm.speculative, profile=prof)
+        sr.result_facts["placement"] = {"neuron_visible_devices": format_range(cores), "port": port}
+        return sr
+
+    async def _start(self, sr: ServerRun) -> bool:
+        from .bench import vllm_version
+        from ..workloads import serve_flags_for_per_request
+
+        sr.vllm_version = await vllm_version(self.ctx)
+        sr.extra_serve_args = serve_flags_for_per_request(sr.vllm_version, sr.speculative)
+        return await sr.launch() and await sr.wait_ready()
+
+    async def take(self, arm: Any) -> tuple[ServerRun, bool]:
+        """(this arm's server, launched and ready?). Launches it now when it was not launched early (a retry)."""
+        self._launch_next()
+        entry = self.launched.pop(arm.id, None)
+        if entry is None:
+            if arm in self.pending:
+                self.pending.remove(arm)
+            if not self.free and self.launched:  # a retry with every range busy: give back the latest early launch
+                last_id = list(self.launched)[-1]
+                other, task, _, slot = self.launched.pop(last_id)
+                task.cancel()
+                await other.stop()
+                self.pending.insert(0, next(a for a in arms_of_pool(self) if a.id == last_id))
+                self.free.append(slot)
+            slot = self.free.pop(0)
+            sr = self._server(arm, slot[0], slot[1], None)
+            self.taken[arm.id] = slot
+            return sr, await self._start(sr)
+        sr, task, held, slot = entry
+        self.taken[arm.id] = slot
+        try:
+            ok = await task
+        finally:
+            for e in held:  # now the arm's step has started: what its launch found is shown and reported
+                self.ctx.emit(e)
+            held[:] = ["direct"]
+        return sr, ok
+
+    def release(self, arm: Any) -> None:
+        """The arm's server has stopped: its range and port go to the next arm."""
+        slot = self.taken.pop(arm.id, None)
+        if slot is not None:
+            self.free.append(slot)
+        self._launch_next()
+
+    # -- the engine's cleanup --------------------------------------------------------------------------
+    async def stop(self) -> None:
+        for sr, task, _, _ in list(self.launched.values()):
+            task.cancel()
+            await sr.stop()
+        self.launched.clear()
+        self.pending.clear()
+
+    def kill_now(self) -> None:
+        for sr, task, _, _ in list(self.launched.values()):
+            task.cancel()
+            if sr.proc is not None:
+                sr.proc.kill_now()
+
+
+def arms_of_pool(pool: LaunchPool) -> list[Any]:
+    from ..arms import arms_of
+
+    return arms_of(pool.ctx.profile)
+
+
+def _pool(ctx: StepContext, arm: Any) -> LaunchPool | None:
+    """The run's launch pool when tune.parallel is on and more than one range fits (else None: one at a time,
+    with a notice saying why)."""
+    if not (ctx.profile.data.get("tune") or {}).get("parallel"):
+        return None
+    if "pool" in ctx.runtime:
+        return ctx.runtime["pool"]
+    from ..arms import arms_of
+    from ..placement import PlacementError, arm_ports, capacity_check, core_facts, root_comm_port
+    from ..supervisor import port_free
+
+    ctx.runtime["pool"] = None
+    s = ctx.profile.server
+    if "NEURON_VISIBLE_DEVICES" in s.env:
+        ctx.emit(Notice(arm.id, "warning", "tune.parallel is on but server.env sets NEURON_VISIBLE_DEVICES "
+                                           f"({s.env['NEURON_VISIBLE_DEVICES']}): every arm would use those cores, so "
+                                           "the arms launch one at a time. Remove it to let the app pick ranges."))
+        return None
+    todo = ctx.runtime.get("todo")  # the engine: the requested arms not kept from an earlier run
+    arms = [a for a in arms_of(ctx.profile) if todo is None or a.id in todo]
+    arms = arms[[a.id for a in arms].index(arm.id):] if arm in arms else [arm]
+    facts = core_facts(ctx.shared.get("env") or {})
+    tp, pp = int(s.tensor_parallel_size), int(s.get("pipeline_parallel_size", 1))
+    try:
+        import psutil
+
+        ram_free = psutil.virtual_memory().available / (1 << 30)
+    except Exception:
+        ram_free = None
+    n, reasons = capacity_check(len(arms), tp, facts, ram_free, None, pp=pp)
+    if n < 2:
+        ctx.emit(Notice(arm.id, "warning", "tune.parallel: the arms launch one at a time: "
+                                           + ("; ".join(reasons) or "only one core range is free")))
+        return None
+    plan = facts.plan(tp, n, pp=pp)
+    try:
+        ports = arm_ports(int(s.port), plan.parallel, in_use=lambda p: not port_free(s.host, p),
+                          avoid=[root_comm_port(r) for r in plan.ranges])
+    except PlacementError as exc:
+        ctx.emit(Notice(arm.id, "warning", f"tune.parallel: launching one at a time: {exc}"))
+        return None
+    ctx.emit(Notice(arm.id, "info", "tune.parallel: " + plan.summary() + "; benchmarks run one at a time"
+                                    + (f" ({'; '.join(reasons)})" if reasons else "")))
+    pool = LaunchPool(ctx, arms, list(plan.ranges), ports)
+    ctx.runtime["pool"] = pool
+    ctx.cleanups.append(pool)
+    return pool
+
+
 async def run(ctx: StepContext, sid: str) -> StepResult:
-    from .bench import prepare_bench_dataset, run_benchmark, vllm_version
+    from .bench import prepare_bench_dataset, vllm_version
 
     arm = arm_by_id(ctx.profile, sid)
     if arm is None:  # the engine only runs the profile's own steps
         return StepResult("failed", f"{sid} is not an arm of profile {ctx.profile.name}")
+    pool = _pool(ctx, arm)
     sr = ServerRun(ctx, sid, arm.speculative, profile=arm_profile(ctx.profile, arm))
     sr.vllm_version = await vllm_version(ctx)
     if not await prepare_bench_dataset(ctx, sr):
@@ -123,6 +295,32 @@ async def run(ctx: StepContext, sid: str) -> StepResult:
     from ..workloads import serve_flags_for_per_request
 
     sr.extra_serve_args = serve_flags_for_per_request(sr.vllm_version, arm.speculative)
+    if pool is not None:  # its server may already be up (launched early on its own cores and port)
+        prepared = sr
+        try:
+            sr, up = await pool.take(arm)
+        except BaseException:
+            pool.release(arm)
+            raise
+        sr.dataset_path = prepared.dataset_path
+        sr.facts.facts[:0] = prepared.facts.facts  # the dataset / workload checks made above
+        if not up:
+            try:
+                return sr.facts.result(sr.result_facts)
+            finally:
+                await sr.stop()
+                pool.release(arm)
+        try:
+            return await _serve_arm(ctx, sid, arm, sr, workloads, launched=True)
+        finally:
+            pool.release(arm)
+    return await _serve_arm(ctx, sid, arm, sr, workloads, launched=False)
+
+
+async def _serve_arm(ctx: StepContext, sid: str, arm: Any, sr: ServerRun, workloads: list[tuple[Any, str]],
+                     launched: bool) -> StepResult:
+    from .bench import run_benchmark
+
     repeats = repeats_of(ctx.profile)
     names = tuple(w.name for w, _ in workloads)
     sr.result_facts["arm"] = arm.as_dict()
@@ -130,9 +328,9 @@ async def run(ctx: StepContext, sid: str) -> StepResult:
     per: dict[str, list[dict[str, Any]]] = {}
     probes: dict[str, Any] = {}
     try:
-        if not await sr.launch():
+        if not launched and not await sr.launch():
             return sr.facts.result(sr.result_facts)
-        if not await sr.wait_ready():
+        if not launched and not await sr.wait_ready():
             return sr.facts.result(sr.result_facts)
         if not await sr.smoke():
             return sr.facts.result(sr.result_facts)

@@ -34,6 +34,8 @@ class StepContext:
     # Child processes (supervisor.ManagedProcess: async stop(), kill_now()) the engine stops on exit;
     # a step registers each one it starts and removes it once it has stopped it itself.
     cleanups: list[Any] = field(default_factory=list)
+    # Objects that live across steps for this process only (never persisted), e.g. a tune run's launch pool.
+    runtime: dict[str, Any] = field(default_factory=dict)
 
     def forget(self, proc: Any) -> None:
         if proc in self.cleanups:

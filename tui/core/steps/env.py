@@ -200,6 +200,7 @@ async def run(ctx: StepContext) -> StepResult:
         shared["neuron_devices"] = len(nodes)
         shared["logical_cores"] = parsed.logical_cores if parsed else None
         shared["lnc"] = parsed.lnc if parsed else None
+        shared["neuron_ls"] = parsed.as_dict() if parsed else None  # busy cores and their pids (parallel arms)
         plat.instance_fact(rec, expected_type, actual_type, dmi_src)
         plat.devices_fact(rec, root, nodes, expected_type or actual_type or "")
         needed = plat.needed_cores(rec, tp, environ, server_env)
