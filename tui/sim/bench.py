@@ -1,9 +1,13 @@
-"""`python -m tui.sim bench serve [flags]`: a stand-in for `vllm bench serve` (openai backend; sonnet, custom).
+"""`python -m tui.sim bench serve [flags]`: a stand-in for `vllm bench serve` (openai and openai-chat
+backends; sonnet, custom).
 
 It is a real client: it builds SonnetDataset-style prompts (approximate tokenizer, stand-in chat
-template), sends streaming `/v1/completions` requests with httpx under `--max-concurrency`, parses
-the SSE stream the way vLLM's client does, computes vLLM's metrics, prints vLLM's stdout (progress
-bar on stderr via tqdm) and writes the `--save-result` JSON in vLLM's key order.
+template), sends streaming `/v1/completions` requests (`--backend openai`/`vllm`) or `/v1/chat/completions`
+requests (`--backend openai-chat`: one user message of text parts, `max_completion_tokens`, read from
+`choices[0].delta.content`, as vLLM's async_request_openai_chat_completions) with httpx under
+`--max-concurrency` (TCP_NODELAY, as aiohttp's connector), parses the SSE stream the way vLLM's client does,
+computes vLLM's metrics, prints vLLM's stdout (progress bar on stderr via tqdm) and writes the `--save-result`
+JSON in vLLM's key order.
 
 Version behaviour follows SPECDEC_SIM["vllm_version"] (default 0.24.0):
 - < 0.13: the 0.11 shape (no "Failed requests:" line / `failed` key, "Total Token throughput").
@@ -13,10 +17,12 @@ Version behaviour follows SPECDEC_SIM["vllm_version"] (default 0.24.0):
 - >= 0.22: usage.prompt_tokens overrides the prompt length; /metrics parser keeps `_total` only.
 - 0.29 - 0.31: sonnet prints the DeprecationWarning of vLLM's @deprecated SonnetDataset on stderr.
 - >= 0.32: no sonnet (argparse rejects `--dataset-name sonnet` with 0.32's choices, `--sonnet-*` are
-  unknown flags); `--dataset-name custom` reads a JSONL as vLLM's CustomDataset does (`prompt`, optional
-  `output_tokens`, shuffled with --seed unless --disable-shuffle, chat template unless
-  --skip-chat-template, --custom-output-len (default 256; -1 = the file's output_tokens), oversampled to
-  --num-prompts unless --no-oversample).
+  unknown flags).
+- `--dataset-name custom` (every version) reads a JSONL as vLLM's CustomDataset does (`prompt`, optional
+  `output_tokens`, shuffled with --seed unless --disable-shuffle (0.11.2+), chat template applied client-side
+  unless --skip-chat-template (--custom-skip-chat-template before 0.11) whatever the backend,
+  --custom-output-len (default 256; -1 = the file's output_tokens), oversampled to --num-prompts unless
+  --no-oversample).
 
 With `--model` given (0.14+) the server is not contacted before the run: against a dead server every
 request fails, the bench exits 0 and its result file says `completed: 0` (what vLLM 0.32 does).
@@ -32,6 +38,7 @@ import json
 import math
 import os
 import random
+import socket
 import sys
 import time
 import traceback
@@ -44,7 +51,7 @@ import httpx
 from tqdm import tqdm
 
 from .config import sim_config
-from .tokens import count_tokens
+from .tokens import count_tokens, render_chat
 
 PROG = "vllm bench serve"
 BASE_PROMPT = "Pick as many lines as you can from these poem lines:\n"
@@ -79,8 +86,9 @@ def version_tuple(v: str) -> tuple[int, ...]:
 
 
 def chat_template(content: str) -> str:
-    """Stand-in for the gpt-oss (harmony) chat template, add_generation_prompt=True."""
-    return f"<|start|>user<|message|>{content}<|end|><|start|>assistant"
+    """Stand-in for the gpt-oss (harmony) chat template, add_generation_prompt=True (the same template the
+    simulated server applies on /v1/chat/completions)."""
+    return render_chat([{"role": "user", "content": content}])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -88,7 +96,7 @@ def chat_template(content: str) -> str:
 
 def build_parser(vt: tuple[int, ...]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description="Benchmark the online serving throughput (simulated).")
-    p.add_argument("--backend", default="openai", choices=["openai", "vllm"])
+    p.add_argument("--backend", default="openai", choices=["openai", "vllm", "openai-chat"])
     p.add_argument("--base-url", default=None)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
@@ -107,8 +115,18 @@ def build_parser(vt: tuple[int, ...]) -> argparse.ArgumentParser:
         p.add_argument("--input-len", type=int, default=None)
         p.add_argument("--output-len", type=int, default=None)
     else:
-        p.add_argument("--dataset-name", default="sonnet", choices=["sonnet"])
+        p.add_argument("--dataset-name", default="sonnet", choices=["sonnet", "custom"])
         p.add_argument("--dataset-path", default=None)
+        p.add_argument("--no-oversample", action="store_true")
+        # The custom dataset's flags before 0.32: --custom-skip-chat-template before 0.11 (the general
+        # --skip-chat-template later), --disable-shuffle from 0.11.2 (vllm PR #26258).
+        if vt >= (0, 11):
+            p.add_argument("--skip-chat-template", action="store_true")
+        else:
+            p.add_argument("--custom-skip-chat-template", dest="skip_chat_template", action="store_true")
+        if vt >= (0, 11, 2):
+            p.add_argument("--disable-shuffle", action="store_true")
+        p.add_argument("--custom-output-len", type=int, default=256)
         p.add_argument("--sonnet-input-len", type=int, default=550)
         p.add_argument("--sonnet-output-len", type=int, default=150)
         p.add_argument("--sonnet-prefix-len", type=int, default=200)
@@ -146,7 +164,9 @@ class SampleRequest:
 
 
 def sample_sonnet(path: str, num_requests: int, input_len: int, output_len: int, prefix_len: int,
-                  seed: int, request_id_prefix: str, vt: tuple[int, ...]) -> list[SampleRequest]:
+                  seed: int, request_id_prefix: str, vt: tuple[int, ...], raw: bool = False) -> list[SampleRequest]:
+    """raw: the openai-chat backend, which sends the prompt without the chat template (the server applies
+    it); the length check still uses the chat-formatted text, as vLLM's does."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.readlines()
@@ -179,10 +199,11 @@ def sample_sonnet(path: str, num_requests: int, input_len: int, output_len: int,
         if attempts > max_attempts:
             raise BenchError(f"could not sample sonnet prompts of at most {input_len} tokens from {path}")
         extra = rng.choices(lines, k=max(num_input_lines - num_prefix_lines, 0))
-        prompt = chat_template(BASE_PROMPT + "".join(prefix_lines + extra))
+        content = BASE_PROMPT + "".join(prefix_lines + extra)
+        prompt = chat_template(content)
         plen = count_tokens(prompt)
         if plen <= input_len:
-            out.append(SampleRequest(prompt, plen, output_len, f"{request_id_prefix}{len(out)}"))
+            out.append(SampleRequest(content if raw else prompt, plen, output_len, f"{request_id_prefix}{len(out)}"))
     return out
 
 
@@ -260,8 +281,8 @@ class RequestOutput:
 
 
 class _StreamState:
-    def __init__(self, out: RequestOutput, st: float, vt: tuple[int, ...]):
-        self.out, self.st, self.vt = out, st, vt
+    def __init__(self, out: RequestOutput, st: float, vt: tuple[int, ...], chat: bool = False):
+        self.out, self.st, self.vt, self.chat = out, st, vt, chat
         self.first = False
         self.recent = st
 
@@ -285,7 +306,10 @@ class _StreamState:
             else:
                 self.out.itl.append(ts - self.recent)
             self.recent = ts
-            self.out.generated_text += (choices[0].get("text") or "")
+            if self.chat:  # async_request_openai_chat_completions: choices[0]["delta"].get("content")
+                self.out.generated_text += (choices[0]["delta"].get("content") or "")
+            else:
+                self.out.generated_text += (choices[0].get("text") or "")
         elif data.get("usage"):
             usage = data["usage"]
             self.out.output_tokens = usage.get("completion_tokens") or 0
@@ -294,11 +318,12 @@ class _StreamState:
 
 
 async def request_completion(client: httpx.AsyncClient, api_url: str, payload: dict[str, Any],
-                             headers: dict[str, str], prompt_len: int, vt: tuple[int, ...]) -> RequestOutput:
+                             headers: dict[str, str], prompt_len: int, vt: tuple[int, ...],
+                             chat: bool = False) -> RequestOutput:
     out = RequestOutput(prompt_len=prompt_len)
     st = time.perf_counter()
     out.start_time = st
-    state = _StreamState(out, st, vt)
+    state = _StreamState(out, st, vt, chat)
     try:
         async with client.stream("POST", api_url, json=payload, headers=headers) as resp:
             if resp.status_code != 200:
@@ -646,6 +671,9 @@ async def run(args: argparse.Namespace, cfg: dict[str, Any], vt: tuple[int, ...]
         _out(TEMPERATURE_WARNING)
     base_url = (args.base_url or f"http://{args.host}:{args.port}").rstrip("/")
     api_url = base_url + args.endpoint
+    chat = args.backend == "openai-chat"
+    if chat and not api_url.endswith("chat/completions"):
+        raise BenchError("OpenAI Chat Completions API URL must end with one of: {'chat/completions'}.")
     if not args.endpoint.endswith("completions"):
         raise BenchError("OpenAI Completions API URL must end with 'completions'.")
     if args.dataset_name == "sonnet" and not args.dataset_path:
@@ -661,19 +689,23 @@ async def run(args: argparse.Namespace, cfg: dict[str, Any], vt: tuple[int, ...]
     max_conn = args.max_concurrency if args.max_concurrency else None
     limits = httpx.Limits(max_connections=max_conn, max_keepalive_connections=max_conn)
     timeout = httpx.Timeout(6 * 3600, connect=10.0)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False) as client:
+    # TCP_NODELAY like aiohttp's connector (vLLM's client): without it the request body waits for the
+    # server's delayed ACK of the headers (about 40 ms on Linux loopback), which TTFT would include.
+    transport = httpx.AsyncHTTPTransport(limits=limits, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+    async with httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=False) as client:
         model_id, model_name = await _resolve_model(client, base_url, args, vt)
         tokenizer_id = args.tokenizer or model_id
         prefix = args.request_id_prefix if args.request_id_prefix is not None else f"bench-{uuid.uuid4().hex[:8]}-"
         if args.dataset_name == "custom":
             requests = sample_custom(args.dataset_path, args.num_prompts, args.custom_output_len,
-                                     args.skip_chat_template, args.seed, args.disable_shuffle, args.no_oversample,
+                                     args.skip_chat_template, args.seed, getattr(args, "disable_shuffle", False),
+                                     args.no_oversample,
                                      prefix)
         else:
             if (0, 29) <= vt < (0, 32):
                 print(SONNET_DEPRECATION, file=sys.stderr, flush=True)
             requests = sample_sonnet(args.dataset_path, args.num_prompts, args.sonnet_input_len,
-                                     args.sonnet_output_len, args.sonnet_prefix_len, args.seed, prefix, vt)
+                                     args.sonnet_output_len, args.sonnet_prefix_len, args.seed, prefix, vt, raw=chat)
         if not requests:
             raise BenchError(f"no requests sampled from {args.dataset_path}")
 
@@ -683,9 +715,16 @@ async def run(args: argparse.Namespace, cfg: dict[str, Any], vt: tuple[int, ...]
             headers_base["Authorization"] = f"Bearer {api_key}"
 
         def payload_for(req: SampleRequest) -> dict[str, Any]:
-            payload: dict[str, Any] = {"model": model_name, "prompt": req.prompt, "repetition_penalty": 1.0,
-                                       "max_tokens": req.expected_output_len, "logprobs": None,
-                                       "stream": True, "stream_options": {"include_usage": True}}
+            payload: dict[str, Any]
+            if chat:  # async_request_openai_chat_completions: one user message of text parts
+                payload = {"model": model_name,
+                           "messages": [{"role": "user", "content": [{"type": "text", "text": req.prompt}]}],
+                           "max_completion_tokens": req.expected_output_len, "stream": True,
+                           "stream_options": {"include_usage": True}}
+            else:
+                payload = {"model": model_name, "prompt": req.prompt, "repetition_penalty": 1.0,
+                           "max_tokens": req.expected_output_len, "logprobs": None,
+                           "stream": True, "stream_options": {"include_usage": True}}
             if args.temperature is not None:
                 payload["temperature"] = args.temperature
             elif vt < (0, 15):
@@ -696,7 +735,7 @@ async def run(args: argparse.Namespace, cfg: dict[str, Any], vt: tuple[int, ...]
 
         async def send(req: SampleRequest) -> RequestOutput:
             headers = dict(headers_base, **{"x-request-id": req.request_id})
-            return await request_completion(client, api_url, payload_for(req), headers, req.prompt_len, vt)
+            return await request_completion(client, api_url, payload_for(req), headers, req.prompt_len, vt, chat)
 
         _out("Starting initial single prompt test run...")
         if args.ready_check_timeout_sec <= 0:

@@ -11,9 +11,20 @@
   ``$VLLM_CACHE_ROOT/neuron/compile_cache`` and reports readiness over a pipe. The child dies with
   this process (PR_SET_PDEATHSIG, plus an explicit kill on exit / SIGTERM / SIGINT).
 - HTTP: a real uvicorn + starlette app on the pre-bound socket: /health, /ping, /load, /version,
-  /v1/models, /v1/completions (SSE streaming as vLLM: one chunk per engine step), /tokenize,
-  /detokenize, /metrics (prometheus_client, vLLM metric names; spec-decode counters only with
+  /v1/models, /v1/completions (SSE streaming as vLLM: one chunk per engine step), /v1/chat/completions
+  (chat.completion / chat.completion.chunk objects as vLLM 0.32 sends them: a first chunk with
+  delta {"role": "assistant", "content": ""}, then delta content per engine step, the usage chunk with
+  include_usage; messages rendered with a stand-in harmony template, tui.sim.tokens.render_chat),
+  /tokenize, /detokenize, /metrics (prometheus_client, vLLM metric names; spec-decode counters only with
   --speculative-config).
+- --per-request-spec-decode-metrics none|summary|detailed (when the simulated vLLM is >= 0.29): with
+  --speculative-config, `metrics.speculative_decoding` (vLLM's RequestSpecDecodeMetrics.to_dict:
+  mean_acceptance_length, draft_acceptance_rate, acceptance_histogram of length k+1, num_spec_steps,
+  num_accepted_draft_tokens, num_draft_tokens, num_spec_tokens; per_step_accepted/drafted at detailed) at the
+  response root and on the final usage chunk of a stream; without it, startup fails with vLLM's
+  ValidationError ("... requires speculative decoding to be enabled (via --speculative-config).", exit 1).
+- acceptance per route: [simulation] acceptance on /v1/completions, chat_acceptance on /v1/chat/completions
+  (the tutorial's draft was trained on chat data).
 - faults and timing come from SPECDEC_SIM (see tui/sim/config.py); the maths lives in tui/sim/model.py.
 
 Durations in logs and metrics are simulated seconds (wall time / time_scale).
@@ -39,6 +50,7 @@ from typing import Any, AsyncIterator
 from .config import sim_config
 from .logs import ProcessLog, color_enabled, traceback_lines
 from .model import effective_acceptance, plan_request
+from .tokens import render_chat
 from .tokens import tokenize as _tok
 
 PROG = "vllm serve"
@@ -71,7 +83,27 @@ def _json_type(flag: str):
     return parse
 
 
-def build_parser() -> argparse.ArgumentParser:
+PER_REQUEST_SINCE = (0, 29)  # --per-request-spec-decode-metrics (vLLM 0.29, 0.30, 0.32, 0.33)
+PER_REQUEST_ERROR = ("--per-request-spec-decode-metrics requires speculative decoding to be enabled "
+                     "(via --speculative-config).")
+
+
+def _vt(version: str | None) -> tuple[int, ...] | None:
+    if not version:
+        return None
+    parts: list[int] = []
+    for piece in str(version).split("+")[0].split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts) or None
+
+
+def build_parser(version: str | None = None) -> argparse.ArgumentParser:
+    """vLLM's serve argv. `version` (the simulated vLLM): --per-request-spec-decode-metrics exists from 0.29
+    on (None: every flag)."""
+    vt = _vt(version)
     p = _Parser(prog=PROG, usage=USAGE, description="Launch a local OpenAI-compatible API server to serve "
                 "LLM completions via HTTP (specdec-tui simulation).")
     bo = argparse.BooleanOptionalAction
@@ -130,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--optimization-level", "-O", default=None)
     g = p.add_argument_group("Observability")
     g.add_argument("--disable-log-stats", action="store_true")
+    if vt is None or vt >= PER_REQUEST_SINCE:
+        g.add_argument("--per-request-spec-decode-metrics", default="none", choices=["none", "summary", "detailed"])
     return p
 
 
@@ -144,16 +178,16 @@ def _normalize_argv(argv: list[str]) -> list[str]:
     return out
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = build_parser()
+def parse_args(argv: list[str], version: str | None = None) -> argparse.Namespace:
+    p = build_parser(version)
     ns = p.parse_args(_normalize_argv(argv))
     if ns.model_tag:
         ns.model = ns.model_tag
     return ns
 
 
-def non_default_args(ns: argparse.Namespace) -> dict[str, Any]:
-    p = build_parser()
+def non_default_args(ns: argparse.Namespace, version: str | None = None) -> dict[str, Any]:
+    p = build_parser(version)
     out: dict[str, Any] = {}
     for action in p._actions:  # definition order, like vLLM's log
         dest = action.dest
@@ -213,7 +247,8 @@ _CLI_FRAMES = [
 
 
 def _print_api_traceback(log: ProcessLog, frames: list, exc: str) -> None:
-    log.write_lines(traceback_lines(_CLI_FRAMES + frames, exc), stream=sys.stderr)
+    lines = [part for line in traceback_lines(_CLI_FRAMES + frames, exc) for part in line.split("\n")]
+    log.write_lines(lines, stream=sys.stderr)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -389,6 +424,10 @@ class ServingState:
         self.fault = str(cfg.get("fault") or "none")
         spec = ea.get("speculative_config")
         self.k = int(spec.get("num_speculative_tokens") or 1) if spec else 0
+        # --per-request-spec-decode-metrics: "none" | "summary" | "detailed" (speculative servers only; main()
+        # refuses the flag without --speculative-config, as vLLM does).
+        level = getattr(ns, "per_request_spec_decode_metrics", "none") or "none"
+        self.per_request = level if self.k else "none"
         self.served = ns.served_model_name or [ns.model]
         self.model = ns.model
         self.max_model_len = int(ea["max_model_len"])
@@ -433,10 +472,53 @@ class ServingState:
         return ids, toks
 
     # -- one request --------------------------------------------------------------------------------
-    async def run(self, prompt: str, prompt_tokens: int, max_tokens: int,
-                  stop: list[str]) -> AsyncIterator[tuple[str, str | None, str | None, int]]:
-        """Yield (text, finish_reason, stop_reason, completion_tokens_so_far) once per engine step."""
-        acceptance = effective_acceptance(float(self.cfg.get("acceptance", 0.69)), self.fault)
+    def new_spec_stats(self) -> dict[str, Any] | None:
+        """The per-request accumulator (vLLM's RequestSpecDecodeMetrics), or None when not enabled."""
+        if self.per_request == "none":
+            return None
+        return {"histogram": [0] * (self.k + 1), "num_draft_tokens": 0, "per_step_accepted": [],
+                "per_step_drafted": []}
+
+    def spec_metrics(self, stats: dict[str, Any] | None, stream: bool) -> dict[str, Any] | None:
+        """The response's `metrics` object (RequestSpecDecodeMetrics.to_dict under `speculative_decoding`):
+        non-streamed responses carry every PerRequestMetrics field (nulls included), the final usage chunk of a
+        stream only the set ones (exclude_none), as vLLM 0.32 serializes them."""
+        if stats is None:
+            return None
+        hist = stats["histogram"]
+        steps = sum(hist)
+        accepted = sum(j * c for j, c in enumerate(hist))
+        sd: dict[str, Any] = {
+            "mean_acceptance_length": 1.0 + accepted / steps if steps else 1.0,
+            "draft_acceptance_rate": accepted / stats["num_draft_tokens"] if stats["num_draft_tokens"] else 0.0,
+            "acceptance_histogram": list(hist),
+            "num_spec_steps": steps,
+            "num_accepted_draft_tokens": accepted,
+            "num_draft_tokens": stats["num_draft_tokens"],
+            "num_spec_tokens": self.k,
+        }
+        detailed = self.per_request == "detailed" and stats["per_step_accepted"]
+        if detailed:
+            sd["per_step_accepted"] = list(stats["per_step_accepted"])
+            sd["per_step_drafted"] = list(stats["per_step_drafted"])
+        if stream:
+            return {"speculative_decoding": sd}
+        if not detailed:
+            sd["per_step_accepted"] = None
+            sd["per_step_drafted"] = None
+        return {"time_to_first_token_ms": None, "generation_time_ms": None, "queue_time_ms": None,
+                "mean_itl_ms": None, "tokens_per_second": None, "speculative_decoding": sd}
+
+    async def run(self, prompt: str, prompt_tokens: int, max_tokens: int, stop: list[str], *,
+                  acceptance: float | None = None,
+                  spec_stats: dict[str, Any] | None = None) -> AsyncIterator[tuple[str, str | None, str | None, int]]:
+        """Yield (text, finish_reason, stop_reason, completion_tokens_so_far) once per engine step.
+
+        acceptance: the draft's position-0 acceptance for this request ([simulation] acceptance unless the
+        route says otherwise: chat_acceptance on /v1/chat/completions). spec_stats (new_spec_stats()) is filled
+        with this request's verify steps."""
+        base = float(self.cfg.get("acceptance", 0.69)) if acceptance is None else float(acceptance)
+        acceptance = effective_acceptance(base, self.fault)
         plan = plan_request(prompt, prompt_tokens, max_tokens,
                             ttft=float(self.cfg.get("ttft_ms", 252.0)), tpot=float(self.cfg.get("tpot_ms", 7.0)),
                             k=self.k, acceptance=acceptance, decay=float(self.cfg.get("acceptance_decay", 0.7)),
@@ -490,6 +572,12 @@ class ServingState:
                 if finish is None and idx == last:
                     finish = "length"
                 self.kv_in_use[rid] = prompt_tokens + n_out
+                if spec_stats is not None and step.drafted and self.k:  # independent of --disable-log-stats
+                    spec_stats["histogram"][min(step.accepted, self.k)] += 1
+                    spec_stats["num_draft_tokens"] += step.drafted
+                    if self.per_request == "detailed":
+                        spec_stats["per_step_accepted"].append(step.accepted)
+                        spec_stats["per_step_drafted"].append(step.drafted)
                 if self.stats_on:
                     iv = self.interval
                     if idx == 0:
@@ -581,7 +669,8 @@ class ServingState:
 ROUTES_PRINTED = [
     ("/openapi.json", "GET, HEAD"), ("/health", "GET"), ("/load", "GET"), ("/ping", "POST"), ("/ping", "GET"),
     ("/tokenize", "POST"), ("/detokenize", "POST"), ("/v1/models", "GET"), ("/version", "GET"),
-    ("/v1/completions", "POST"), ("/reset_prefix_cache", "POST"), ("/metrics", "GET"),
+    ("/v1/completions", "POST"), ("/v1/chat/completions", "POST"), ("/reset_prefix_cache", "POST"),
+    ("/metrics", "GET"),
 ]
 
 
@@ -675,28 +764,13 @@ def create_app(st: ServingState):
             return _err("'tokens' must be a list of integers.", "BadRequestError", 400)
         return JSONResponse({"prompt": " ".join(st.inv_vocab.get(i, "") for i in ids)})
 
-    async def completions(request: Request) -> Response:
-        if (r := unauthorized(request)) is not None:
-            return r
-        body = await _body(request)
-        if isinstance(body, Response):
-            return body
-        model = body.get("model")
-        if model is not None and model not in st.served:
-            return _err(f"The model `{model}` does not exist.", "NotFoundError", 404)
-        model = model or st.served[0]
-        prompt = body.get("prompt")
-        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-            prompt = prompt[0]
-        if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-            prompt_tokens = len(prompt)
-            prompt = " ".join(str(t) for t in prompt)
-        elif isinstance(prompt, str):
-            prompt_tokens = max(1, len([t for t in _tok(prompt) if not t.isspace()]))
-        else:
-            return _err("'prompt' must be a string, a list of one string or a list of token ids.",
-                        "BadRequestError", 400)
-        max_tokens = body.get("max_tokens", 16)
+    def _sampling(body: dict[str, Any], prompt_tokens: int,
+                  max_keys: tuple[str, ...]) -> Response | tuple[int, bool, bool, list[str]]:
+        """(max_tokens, stream, include_usage, stop) of a request, or its 400 response (vLLM's messages)."""
+        if max_keys == ("max_tokens",):  # /v1/completions: OpenAI's default of 16
+            max_tokens: Any = body.get("max_tokens", 16)
+        else:  # chat: max_completion_tokens, else the deprecated max_tokens, else the rest of the context
+            max_tokens = next((body[k] for k in max_keys if body.get(k) is not None), None)
         if max_tokens is None:
             max_tokens = st.max_model_len - prompt_tokens
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
@@ -719,31 +793,67 @@ def create_app(st: ServingState):
             stop = [stop]
         if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
             return _err("'stop' must be a string or a list of strings.", "BadRequestError", 400)
+        return max_tokens, stream, include_usage, stop
+
+    def _model(body: dict[str, Any]) -> Response | str:
+        model = body.get("model")
+        if model is not None and model not in st.served:
+            return _err(f"The model `{model}` does not exist.", "NotFoundError", 404)
+        return model or st.served[0]
+
+    async def completions(request: Request) -> Response:
+        if (r := unauthorized(request)) is not None:
+            return r
+        body = await _body(request)
+        if isinstance(body, Response):
+            return body
+        model = _model(body)
+        if isinstance(model, Response):
+            return model
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+            prompt_tokens = len(prompt)
+            prompt = " ".join(str(t) for t in prompt)
+        elif isinstance(prompt, str):
+            prompt_tokens = max(1, len([t for t in _tok(prompt) if not t.isspace()]))
+        else:
+            return _err("'prompt' must be a string, a list of one string or a list of token ids.",
+                        "BadRequestError", 400)
+        sampling = _sampling(body, prompt_tokens, ("max_tokens",))
+        if isinstance(sampling, Response):
+            return sampling
+        max_tokens, stream, include_usage, stop = sampling
         rid = request.headers.get("x-request-id") or uuid.uuid4().hex
         cid = f"cmpl-{rid}"
         created = int(time.time())
+        stats = st.new_spec_stats()
 
         if not stream:
             text = ""
             finish = stop_reason = None
             n_out = 0
-            async with contextlib.aclosing(st.run(prompt, prompt_tokens, max_tokens, stop)) as steps:
+            async with contextlib.aclosing(st.run(prompt, prompt_tokens, max_tokens, stop, spec_stats=stats)) as steps:
                 async for piece, fin, sr, n in steps:
                     text += piece
                     n_out = n
                     if fin:
                         finish, stop_reason = fin, sr
-            return JSONResponse({
+            resp: dict[str, Any] = {
                 "id": cid, "object": "text_completion", "created": created, "model": model,
                 "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
                              "stop_reason": stop_reason, "prompt_logprobs": None}],
                 "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n_out,
                           "completion_tokens": n_out, "prompt_tokens_details": None},
-                "kv_transfer_params": None})
+                "kv_transfer_params": None}
+            if stats is not None:
+                resp["metrics"] = st.spec_metrics(stats, stream=False)
+            return JSONResponse(resp)
 
         async def sse() -> AsyncIterator[str]:
             n_out = 0
-            async with contextlib.aclosing(st.run(prompt, prompt_tokens, max_tokens, stop)) as steps:
+            async with contextlib.aclosing(st.run(prompt, prompt_tokens, max_tokens, stop, spec_stats=stats)) as steps:
                 async for piece, fin, sr, n in steps:
                     n_out = n
                     chunk = {"id": cid, "object": "text_completion", "created": created, "model": model,
@@ -752,10 +862,129 @@ def create_app(st: ServingState):
                              "usage": None}
                     yield f"data: {_dumps(chunk)}\n\n"
             if include_usage:
-                usage = {"id": cid, "object": "text_completion", "created": created, "model": model,
-                         "choices": [], "usage": {"prompt_tokens": prompt_tokens,
-                                                  "total_tokens": prompt_tokens + n_out,
-                                                  "completion_tokens": n_out}}
+                usage: dict[str, Any] = {"id": cid, "object": "text_completion", "created": created, "model": model,
+                                         "choices": [], "usage": {"prompt_tokens": prompt_tokens,
+                                                                  "total_tokens": prompt_tokens + n_out,
+                                                                  "completion_tokens": n_out}}
+                if stats is not None:  # metrics ride on the usage chunk only
+                    usage["metrics"] = st.spec_metrics(stats, stream=True)
+                yield f"data: {_dumps(usage)}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(sse(), media_type="text/event-stream")
+
+    def _messages(body: dict[str, Any]) -> Response | list[dict[str, str]]:
+        """The request's messages with text content (a string, or a list of {"type": "text"} parts, joined as
+        vLLM's 'string' content format does), or a 400."""
+        msgs = body.get("messages")
+        if not isinstance(msgs, list):
+            return _err("'messages' must be a list of messages.", "BadRequestError", 400)
+        if not msgs:
+            return _err("Cannot apply chat template to an empty conversation. Provide at least one message.",
+                        "BadRequestError", 400)
+        out = []
+        for m in msgs:
+            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+                return _err("Each message must be an object with a 'role'.", "BadRequestError", 400)
+            content = m.get("content")
+            if content is None:
+                content = ""
+            if isinstance(content, list):
+                texts = []
+                for part in content:
+                    if isinstance(part, str):
+                        texts.append(part)
+                    elif isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+                        texts.append(part["text"])
+                    else:
+                        return _err("Only text content parts are supported by this model.", "BadRequestError", 400)
+                content = "\n".join(texts)
+            if not isinstance(content, str):
+                return _err("'content' must be a string or a list of content parts.", "BadRequestError", 400)
+            out.append({"role": m["role"], "content": content})
+        return out
+
+    async def chat_completions(request: Request) -> Response:
+        if (r := unauthorized(request)) is not None:
+            return r
+        body = await _body(request)
+        if isinstance(body, Response):
+            return body
+        model = _model(body)
+        if isinstance(model, Response):
+            return model
+        messages = _messages(body)
+        if isinstance(messages, Response):
+            return messages
+        prompt = render_chat(messages)  # the stand-in chat template, add_generation_prompt=True
+        prompt_tokens = max(1, len([t for t in _tok(prompt) if not t.isspace()]))
+        sampling = _sampling(body, prompt_tokens, ("max_completion_tokens", "max_tokens"))
+        if isinstance(sampling, Response):
+            return sampling
+        max_tokens, stream, include_usage, stop = sampling
+        rid = request.headers.get("x-request-id") or uuid.uuid4().hex
+        cid = f"chatcmpl-{rid}"
+        created = int(time.time())
+        stats = st.new_spec_stats()
+        acceptance = float(st.cfg.get("chat_acceptance", st.cfg.get("acceptance", 0.69)))
+
+        def steps_of():
+            return contextlib.aclosing(st.run(prompt, prompt_tokens, max_tokens, stop, acceptance=acceptance,
+                                              spec_stats=stats))
+
+        if not stream:
+            text = ""
+            finish = stop_reason = None
+            n_out = 0
+            async with steps_of() as steps:
+                async for piece, fin, sr, n in steps:
+                    text += piece
+                    n_out = n
+                    if fin:
+                        finish, stop_reason = fin, sr
+            resp: dict[str, Any] = {
+                "id": cid, "object": "chat.completion", "created": created, "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None,
+                                                     "annotations": None, "audio": None, "function_call": None,
+                                                     "reasoning": None},
+                             "logprobs": None, "finish_reason": finish, "stop_reason": stop_reason,
+                             "token_ids": None}],
+                "service_tier": None,
+                "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + n_out,
+                          "completion_tokens": n_out, "prompt_tokens_details": None},
+                "prompt_logprobs": None, "prompt_token_ids": None, "kv_transfer_params": None}
+            if stats is not None:
+                resp["metrics"] = st.spec_metrics(stats, stream=False)
+            return JSONResponse(resp)
+
+        async def sse() -> AsyncIterator[str]:
+            n_out = 0
+            first = True
+            async with steps_of() as steps:
+                async for piece, fin, sr, n in steps:
+                    n_out = n
+                    if first:  # vLLM sends the role with the first engine output, content ""
+                        first = False
+                        head = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                                "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                             "logprobs": None, "finish_reason": None}],
+                                "prompt_token_ids": None}
+                        yield f"data: {_dumps(head)}\n\n"
+                    choice: dict[str, Any] = {"index": 0, "delta": {"content": piece}, "logprobs": None,
+                                              "finish_reason": fin}
+                    if fin:
+                        choice["stop_reason"] = sr
+                    choice["token_ids"] = None
+                    chunk = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                             "choices": [choice]}
+                    yield f"data: {_dumps(chunk)}\n\n"
+            if include_usage:
+                usage: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk", "created": created,
+                                         "model": model, "choices": [],
+                                         "usage": {"prompt_tokens": prompt_tokens,
+                                                   "total_tokens": prompt_tokens + n_out, "completion_tokens": n_out}}
+                if stats is not None:
+                    usage["metrics"] = st.spec_metrics(stats, stream=True)
                 yield f"data: {_dumps(usage)}\n\n"
             yield "data: [DONE]\n\n"
 
@@ -791,6 +1020,7 @@ def create_app(st: ServingState):
         Route("/v1/models", models, methods=["GET"]),
         Route("/version", version, methods=["GET"]),
         Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/reset_prefix_cache", reset_prefix_cache, methods=["POST"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
@@ -836,6 +1066,10 @@ def _bind(host: str | None, port: int) -> socket.socket:
         sock.close()
         raise
     sock.set_inheritable(False)
+    # Accepted connections inherit TCP_NODELAY. asyncio sets it itself only on sockets whose proto is
+    # IPPROTO_TCP (this one's is 0); vLLM's uvloop sets it on every TCP transport. Without it every SSE
+    # chunk after the headers waits for the client's delayed ACK (about 40 ms on Linux loopback).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
 
 
@@ -845,20 +1079,20 @@ class _Interrupted(KeyboardInterrupt):
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        ns = parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0) if not isinstance(e.code, str) else 2
     environ = dict(os.environ)
     cfg = sim_config(environ)
+    version = cfg.get("vllm_version", "0.24.0")
+    try:
+        ns = parse_args(argv, version)
+    except SystemExit as e:
+        return int(e.code or 0) if not isinstance(e.code, str) else 2
     scale = float(cfg.get("time_scale") or 1.0)
     pid = os.getpid()
     log = ProcessLog("APIServer", pid, sys.stdout, color_enabled(environ))
-    version = cfg.get("vllm_version", "0.24.0")
     ea = engine_args(ns)
 
     log.info("api_server.py", 1839, f"vLLM API server version {version}")
-    log.info("utils.py", 233, f"non-default args: {non_default_args(ns)}")
+    log.info("utils.py", 233, f"non-default args: {non_default_args(ns, version)}")
     try:
         sock = _bind(ns.host, ns.port)
     except OSError as e:
@@ -884,6 +1118,25 @@ def main(argv: list[str] | None = None) -> int:
         log.plugin("INFO", "platform.py", 188, "Defaulting optimization level to O1 on Neuron")
         log.info("scheduler.py", 205,
                  f"Chunked prefill is enabled with max_num_batched_tokens={ea['max_num_batched_tokens']}.")
+        if getattr(ns, "per_request_spec_decode_metrics", "none") != "none" and not ea["speculative_config"]:
+            # VllmConfig.__post_init__ (config/vllm.py): the flag needs a speculative config. vLLM 0.32 reports it
+            # as pydantic's ValidationError from create_engine_config, exit 1, before any engine process.
+            _print_api_traceback(log, [
+                ("vllm/entrypoints/openai/api_server.py", 1896, "run_server",
+                 "await run_server_worker(listen_address, sock, args, **uvicorn_kwargs)"),
+                ("vllm/entrypoints/openai/api_server.py", 1912, "run_server_worker",
+                 "async with build_async_engine_client("),
+                ("stdlib/contextlib.py", 210, "__aenter__", "return await anext(self.gen)"),
+                ("vllm/entrypoints/openai/api_server.py", 172, "build_async_engine_client_from_engine_args",
+                 "vllm_config = engine_args.create_engine_config(usage_context=usage_context)"),
+                ("vllm/engine/arg_utils.py", 2838, "create_engine_config", "config = VllmConfig("),
+                ("pydantic/_internal/_dataclasses.py", 121, "__init__",
+                 "s.__pydantic_validator__.validate_python(ArgsKwargs(args, kwargs), self_instance=s)"),
+            ], "pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig\n"
+               f"  Value error, {PER_REQUEST_ERROR} [type=value_error, input_value=ArgsKwargs((), "
+               "{'model_co... 'shutdown_timeout': 0}), input_type=ArgsKwargs]\n"
+               "    For further information visit https://errors.pydantic.dev/2.14/v/value_error")
+            return 1
         if ea["speculative_config"]:
             log.plugin("WARNING", "platform.py", 231, "Speculative decoding is enabled; disabling async scheduling.")
         log.plugin("INFO", "platform.py", 254, "Using NEURON custom attention backend.")
