@@ -202,6 +202,8 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         "warmup_s": Spec("float", 1.0, _rng(0, 36000), "seconds ≥ 0"),
         "acceptance": Spec("float", 0.69, _rng(0, 1), "a fraction from 0 to 1 (position-0 acceptance)"),
         "acceptance_decay": Spec("float", 0.7, _rng(0, 1), "a fraction from 0 to 1 (per extra position)"),
+        "chat_acceptance": Spec("float", 0.78, _rng(0, 1),
+                                "a fraction from 0 to 1 (position-0 acceptance on /v1/chat/completions)"),
         "ttft_ms": Spec("float", 252.0, _rng(0, 600000), "milliseconds ≥ 0 at 512 prompt tokens"),
         "tpot_ms": Spec("float", 7.0, _rng(0, 600000), "milliseconds ≥ 0 per baseline decode step"),
         "fault": Spec("str", "none", _fault_check, _fault_allowed),
