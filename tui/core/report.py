@@ -98,6 +98,8 @@ def _settings(profile: Any) -> dict[str, Any]:
         "input_len": b.get("input_len"), "output_len": b.get("output_len"), "num_prompts": b.get("num_prompts"),
         "max_concurrency": b.get("max_concurrency"),
         "host": s.get("host"), "port": s.get("port"),
+        **({"tune": {k: d["tune"].get(k) for k in ("num_speculative_tokens", "repeats", "workloads", "probe_prompts",
+                                                   "parallel", "drafts", "prompts_file")}} if d.get("tune") else {}),
     }
 
 
@@ -199,7 +201,8 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
         arm_rows = []
         for arm in arms:
             st = state_steps.get(arm.id) or {}
-            arm_rows.append(dict(arm.as_dict(), status=st.get("status") or "not run"))
+            arm_rows.append(dict(arm.as_dict(), status=st.get("status") or "not run",
+                                 **arm_launch(_step_facts(arm.id, results, ctx))))
         matrix = build_matrix(arm_rows, {a.id: _step_facts(a.id, results, ctx) for a in arms}, workloads_of(profile))
     diags = [
         {"id": d.id, "severity": d.severity, "title": d.title, "evidence": list(d.evidence), "remedy": d.remedy,
@@ -236,6 +239,17 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
 
     rep["metrics"] = gate_metrics(rep)
     return rep
+
+
+def arm_launch(facts: dict[str, Any]) -> dict[str, Any]:
+    """An arm's launch as the matrix shows it: startup seconds, compile-cache hits and misses (reuse between arms
+    is visible here: a later arm with the same graphs hits), and its cores and port when launched in parallel."""
+    su = facts.get("startup") or {}
+    out: dict[str, Any] = {"startup_s": su.get("seconds"), "cache_hits": su.get("cache_hits"),
+                           "cache_misses": su.get("cache_misses")}
+    if facts.get("placement"):
+        out["placement"] = facts["placement"]
+    return out
 
 
 def tune_verdict(exit_code: int, steps: list[dict[str, Any]], matrix: dict[str, Any],
@@ -342,6 +356,16 @@ def render_markdown(rep: dict[str, Any]) -> str:
             ("Prompts, max concurrency", f"{st.get('num_prompts')}, {st.get('max_concurrency')}"),
             ("Server", f"{st.get('host')}:{st.get('port')}"),
         ]
+        t = st.get("tune")
+        if t:
+            pairs[1] = ("Speculative method, tokens (k)",
+                        f"{st.get('method')}, k = {', '.join(str(k) for k in t.get('num_speculative_tokens') or [])}")
+            pairs.append(("Step 3: repeats, workloads, probe prompts",
+                          f"{t.get('repeats')}, {', '.join(t.get('workloads') or [])}, {t.get('probe_prompts')}"))
+            drafts = t.get("drafts") or {}
+            if drafts:
+                pairs.append(("Step 3: drafts", ", ".join(f"{n}: {d.get('model')}" for n, d in drafts.items())))
+            pairs.append(("Step 3: parallel launches", "on" if t.get("parallel") else "off (one server at a time)"))
         for k, val in pairs:
             w(f"| {k} | {_md_cell(val)} |\n")
     vers = rep.get("versions") or {}
@@ -406,6 +430,14 @@ def _matrix_markdown(matrix: dict[str, Any], w: Any) -> None:
             ci = nf.get("ci95")
             w(f"\nNoise floor (baseline vs baseline): {nf['ratio']:.3f}x"
               + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + "\n")
+    arms = matrix.get("arms") or []
+    if any(a.get("startup_s") is not None for a in arms):
+        w("\n### Launches\n\n| Arm | Status | Startup (s) | Compile cache hits / misses | Cores, port |\n|---|---|---|---|---|\n")
+        for a in arms:
+            pl = a.get("placement") or {}
+            where = f"{pl.get('neuron_visible_devices')}, {pl.get('port')}" if pl else "—"
+            w(f"| {a.get('title') or a.get('id')} | {a.get('status')} | {_fmt(a.get('startup_s'), 1)} | "
+              f"{_fmt(a.get('cache_hits'))} / {_fmt(a.get('cache_misses'))} | {where} |\n")
     w("\nIntervals are 95 % Student-t intervals over the repeats (the speedup's on the ratio of means). "
       "Acceptance is pooled over the repeats from the servers' /metrics counters.\n")
 

@@ -548,6 +548,7 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
 # -- the matrix -----------------------------------------------------------------------------------------------
 
 ARM_KEYS = ("id", "title", "kind", "method", "draft", "draft_name", "num_speculative_tokens", "status")
+LAUNCH_KEYS = ("startup_s", "cache_hits", "cache_misses", "placement")  # kept when the caller gives them
 
 
 def _arm_repeats(facts: dict[str, Any], workload: str, first: bool) -> list[dict[str, Any]]:
@@ -564,7 +565,7 @@ def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, 
     """The contract's matrix: {workloads, arms, cells: {arm: {workload: Cell}}, recommendation: {workload: ...},
     noise_floor: {workload: ...}}. Every arm gets a cell on every workload (an empty one, repeats 0, where it
     has no facts: not run yet, failed); speedups are against the first baseline arm's cell."""
-    arms_out = [{k: a.get(k) for k in ARM_KEYS} for a in arms]
+    arms_out = [{**{k: a.get(k) for k in ARM_KEYS}, **{k: a[k] for k in LAUNCH_KEYS if k in a}} for a in arms]
     base = next((a for a in arms_out if a.get("kind") == "baseline"), None)
     cells: dict[str, dict[str, Any]] = {}
     base_facts = (arm_facts.get(base["id"]) or {}) if base else {}

@@ -42,7 +42,10 @@ async def run_matrix(ctx: StepContext) -> StepResult:
                "the results step compares the arms benchmarked in this run directory (the baseline first)",
                f"run the missing arms first (--steps {','.join(missing)},results with the same --run-dir)")
         return fr.result()
-    rows = [dict(a.as_dict(), status="passed" if a.id not in missing else "not run") for a in arms]
+    from ..report import arm_launch
+
+    rows = [dict(a.as_dict(), status="passed" if a.id not in missing else "not run",
+                 **arm_launch(ctx.shared.get(a.id) or {})) for a in arms]
     matrix = build_matrix(rows, {a.id: ctx.shared.get(a.id) or {} for a in arms}, workloads_of(ctx.profile))
     ctx.emit(MatrixTable("results", matrix))
     if missing:
