@@ -4,9 +4,14 @@ Top to bottom: the phase timeline (each phase's elapsed time, the current one an
 hits), host CPU and RAM gauges, the exact command (c shows it in full and copies it), the smoke-test
 result, the benchmark progress (n/30 requests, tok/s so far, ETA), problems (diagnosis panels and
 failed checks), and the live log (collapsed ×N or raw, follow/pause, filter).
+
+A tune run has one such pane per arm; its bench line says which workload and repeat runs ("sonnet 2/3",
+from ArmProgress). A run opened with --open shows the saved log files instead, one at a time (`[` / `]`).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -49,6 +54,11 @@ class LaunchPane(StepPane):
         self.req: ev.Progress | None = None
         self.tok: ev.Progress | None = None
         self.attempt = 0
+        self.arm_progress: ev.ArmProgress | None = None
+        # A run opened with --open: the step's saved logs, paged with [ / ] (see tui/browse.py).
+        self.log_files: list[Path] = []
+        self.log_index = 0
+        self.log_loader: "object | None" = None  # callable(path, log_view) that fills the log view
 
     def compose_body(self) -> ComposeResult:
         yield PhaseTimeline(id=f"{self.step}-phases")
@@ -87,6 +97,8 @@ class LaunchPane(StepPane):
         self.failed_facts.clear()
         self.diagnoses.clear()
         self.req = self.tok = None
+        self.arm_progress = None
+        self.query_one(ProgressLine).set_prefix("")
         self.timeline.reset()
         self.query_one(".launch-smoke").display = True
         self.query_one(ProgressLine).display = True
@@ -120,6 +132,8 @@ class LaunchPane(StepPane):
             self._draw_problems()
         elif isinstance(event, ev.Notice):
             self.log_view.add_notice(event.level, event.text)
+        elif isinstance(event, ev.ArmProgress):
+            self._arm_progress(event)
         elif isinstance(event, ev.StepFinished):
             self.timeline.end()
             self._draw_bench()
@@ -127,6 +141,45 @@ class LaunchPane(StepPane):
             never = event.status not in ("passed", "warned") and self.smoke is None
             self.query_one(".launch-smoke").display = not never
             self.query_one(ProgressLine).display = not never
+
+    def _arm_progress(self, e: ev.ArmProgress) -> None:
+        """A new workload or repeat starts: the bench line shows its own progress, labelled "sonnet 2/3"."""
+        prev = self.arm_progress
+        self.arm_progress = e
+        if prev is None or (prev.workload, prev.repeat) != (e.workload, e.repeat):
+            self.result_facts.clear()
+            if self.req is not None and self.req.done:  # the previous repeat's; this one's may be here already
+                self.req = self.tok = None
+        label = f"{e.workload} probe" if e.repeat == 0 else f"{e.workload} {e.repeat}/{e.repeats}"
+        self.query_one(ProgressLine).set_prefix(label)
+        self._draw_bench()
+
+    # -- a run opened with --open -------------------------------------------------------------------------
+    def show_closed(self, files: list[Path], loader: object) -> None:
+        """Browse mode: no live server; the log view pages through the step's saved log files."""
+        self.log_files = list(files)
+        self.log_loader = loader
+        self.query_one(HostGauges).display = False  # the host now is not the host of the run
+        self.page_log(0)
+
+    def page_log(self, delta: int) -> Path | None:
+        if not self.log_files:
+            self.log_view.clear()
+            self.log_view.add_notice("info", "no log files of this step in the run directory")
+            return None
+        self.log_index = (self.log_index + delta) % len(self.log_files)
+        path = self.log_files[self.log_index]
+        lv = self.log_view
+        lv.clear()
+        lv.total_raw = lv.total_clean = 0
+        lv.errors = 0
+        n = len(self.log_files)
+        lv.follow = False
+        lv.add_notice("info", f"{path.name} ({self.log_index + 1} of {n}{': [ ] switch' if n > 1 else ''})")
+        if callable(self.log_loader):
+            self.log_loader(path, lv)
+        lv.scroll_home(animate=False, immediate=True)
+        return path
 
     def _fact(self, f: ev.Fact) -> None:
         if f.name == "smoke test":

@@ -14,6 +14,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from tui.core import events as ev
 from tui.core.profile import Profile, ProfileError, bundled_profiles, load_profile, validate_value
+from tui.widgets.sweep import SweepToggle, with_sweep, without_sweep
 
 from .base import StepPane
 
@@ -103,6 +104,7 @@ class ProfilePane(StepPane):
                     yield Input(id=knob_id(section, key), type="integer" if kind == "integer" else "text",
                                 compact=True, select_on_focus=False)
                     yield Static("", classes="mark", markup=False)
+            yield SweepToggle(id="profile-sweep", classes="row")
             yield Static("", id="profile-errors", markup=False)
             with Horizontal(id="profile-buttons"):
                 yield Button("Save as profile… (w)", id="save-profile", compact=True)
@@ -136,6 +138,7 @@ class ProfilePane(StepPane):
                 inp.cursor_position = len(inp.value)
         finally:
             self._filling = False
+        self.query_one(SweepToggle).show(profile)
         about = Text()
         if profile is None:
             about.append("Choose a bundled profile (demo runs everything on a simulator) or load a TOML file.",
@@ -236,7 +239,7 @@ class ProfilePane(StepPane):
         """The run has started (or a step runs): the profile can no longer change."""
         self.locked = True
         self.retry_open = False
-        for w in self.query("Input, Select"):
+        for w in self.query("Input, Select, Checkbox"):
             w.disabled = True
         self.set_hint("locked: the run has started (save it with w)")
 
@@ -301,6 +304,15 @@ class ProfilePane(StepPane):
         self.load(prof)
         if event.select.has_focus:
             self.app.action_focus_steps()  # type: ignore[attr-defined]  # so n / a act at once
+
+    def on_sweep_toggle_toggled(self, event: SweepToggle.Toggled) -> None:
+        """The sweep toggle: the loaded profile gains (or loses) a [tune] table; the knob edits are kept."""
+        event.stop()
+        if self.base is None or self.locked:
+            return
+        self.base = with_sweep(self.base) if event.on else without_sweep(self.base)
+        self.query_one(SweepToggle).show(self.base)
+        self.validate_all()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "save-profile":

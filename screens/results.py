@@ -43,7 +43,86 @@ SHORT_LABELS = {
 }
 
 
-class ResultsPane(StepPane):
+class ResultsBase(StepPane):
+    """What both results panes share (the two-arm comparison and the tune matrix): the checks that need
+    attention, the diagnostics as panels (errors first) and the exported files."""
+
+    def __init__(self) -> None:
+        super().__init__("results", "Results")
+        self.diagnoses: list[ev.Diagnosis] = []
+        self.checks: list[ev.Fact] = []
+        self.exports: dict[str, Path] = {}
+
+    def _show(self, selector: str, shown: bool = True) -> None:
+        self.query_one(selector).set_class(not shown, "hidden")
+
+    def compose_tail(self) -> ComposeResult:
+        with Vertical(id="diagnostics", classes="hidden"):
+            yield Static("", id="diagnostics-title", markup=False)
+
+    def reset(self) -> None:
+        self.checks.clear()
+        self._draw_checks()
+
+    def handle(self, event: ev.Event) -> None:
+        if isinstance(event, ev.Diagnosis):
+            self.add_diagnosis(event)
+        elif isinstance(event, ev.Fact):
+            self.checks.append(event)
+            self._draw_checks()
+        elif isinstance(event, ev.RunFinished) and event.report_path:
+            self.set_exports(export_paths(event.report_path), final=True)
+
+    def drop_diagnoses(self, step: str) -> None:
+        """A step is retried: its earlier attempt's diagnoses no longer apply."""
+        self.diagnoses = [d for d in self.diagnoses if d.step != step]
+        for panel in list(self.query_one("#diagnostics", Vertical).query(DiagnosisPanel)):
+            if panel.diag.step == step:
+                panel.remove()
+        self._draw_diagnostics_title()
+
+    def _draw_diagnostics_title(self) -> None:
+        n = len(self.diagnoses)
+        errs = sum(1 for d in self.diagnoses if d.severity == "error")
+        self.query_one("#diagnostics-title", Static).update(
+            f"Diagnostics: {n} issue{'s' if n != 1 else ''}" + (f", {errs} error{'s' if errs != 1 else ''}" if errs else ""))
+        self._show("#diagnostics", n > 0)
+
+    def add_diagnosis(self, diag: ev.Diagnosis) -> None:
+        if any(d.id == diag.id and d.step == diag.step for d in self.diagnoses):
+            return
+        self.diagnoses.append(diag)
+        box_ = self.query_one("#diagnostics", Vertical)
+        panels = list(box_.query(DiagnosisPanel))
+        # Keep the panels ordered by severity (errors first), then by arrival.
+        before = next((p for p in panels if _SEV_ORDER.get(p.diag.severity, 3) > _SEV_ORDER.get(diag.severity, 3)),
+                      None)
+        panel = DiagnosisPanel(diag)
+        if before is not None:
+            box_.mount(panel, before=before)
+        else:
+            box_.mount(panel)
+        self._draw_diagnostics_title()
+
+    def _draw_checks(self) -> None:
+        # The passing checks repeat the headline; show only what needs attention.
+        shown = [f for f in self.checks if f.status in ("fail", "warn")]
+        t = facts_text(shown)
+        self.query_one("#results-checks", Static).update(t)
+        self._show("#results-checks", bool(shown))
+
+    def set_exports(self, paths: dict[str, Path], final: bool) -> None:
+        self.exports = dict(paths)
+        t = Text()
+        t.append("Report written" if final else "Interim report written (the run is still open)", style="bold")
+        for name, p in paths.items():
+            t.append(f"\n{name:<12} ", style="bold")
+            t.append(str(p))
+        self.query_one("#exports", Static).update(t)
+        self._show("#exports")
+
+
+class ResultsPane(ResultsBase):
     DEFAULT_CSS = """
     ResultsPane #results-scroll { height: 1fr; }
     ResultsPane .section { height: auto; border: round $primary 50%; padding: 0 1; margin: 0 0 0 0; }
@@ -58,13 +137,10 @@ class ResultsPane(StepPane):
     """
 
     def __init__(self, num_spec: int | None = None) -> None:
-        super().__init__("results", "Results")
+        super().__init__()
         self.num_spec = num_spec
         self.payload: dict[str, Any] | None = None
-        self.diagnoses: list[ev.Diagnosis] = []
-        self.checks: list[ev.Fact] = []
         self.snippet = ""
-        self.exports: dict[str, Path] = {}
         self.speedup: float | None = None
 
     def compose_body(self) -> ComposeResult:
@@ -78,8 +154,7 @@ class ResultsPane(StepPane):
             yield Static("", id="comparison", classes="section hidden", markup=False)
             yield AcceptanceBars(id="acceptance", classes="section hidden")
             yield CompareChart(id="chart", classes="section hidden")
-            with Vertical(id="diagnostics", classes="hidden"):
-                yield Static("", id="diagnostics-title", markup=False)
+            yield from self.compose_tail()
             yield Static("", id="snippet", classes="section hidden", markup=False)
             yield Static("", id="exports", classes="section hidden", markup=False)
 
@@ -91,14 +166,7 @@ class ResultsPane(StepPane):
         self.query_one("#snippet").border_title = "Tutorial comparison (comparison.txt)"
         self.query_one("#exports").border_title = "Export"
 
-    def _show(self, selector: str, shown: bool = True) -> None:
-        self.query_one(selector).set_class(not shown, "hidden")
-
     # -- events ------------------------------------------------------------------------------------------
-    def reset(self) -> None:
-        self.checks.clear()
-        self._draw_checks()
-
     def handle(self, event: ev.Event) -> None:
         if isinstance(event, ev.ComparisonTable):
             self.set_comparison({"rows": [list(r) for r in event.rows], "comparison": event.comparison,
@@ -107,13 +175,8 @@ class ResultsPane(StepPane):
             self.snippet = event.text
             self.query_one("#snippet", Static).update(self.snippet)
             self._show("#snippet")
-        elif isinstance(event, ev.Diagnosis):
-            self.add_diagnosis(event)
-        elif isinstance(event, ev.Fact):
-            self.checks.append(event)
-            self._draw_checks()
-        elif isinstance(event, ev.RunFinished) and event.report_path:
-            self.set_exports(export_paths(event.report_path), final=True)
+        else:
+            super().handle(event)
 
     def set_comparison(self, payload: dict[str, Any]) -> None:
         self.payload = payload
@@ -168,51 +231,3 @@ class ResultsPane(StepPane):
         else:
             cmp_static.update(table)
         self._show("#comparison")
-
-    def drop_diagnoses(self, step: str) -> None:
-        """A step is retried: its earlier attempt's diagnoses no longer apply."""
-        self.diagnoses = [d for d in self.diagnoses if d.step != step]
-        for panel in list(self.query_one("#diagnostics", Vertical).query(DiagnosisPanel)):
-            if panel.diag.step == step:
-                panel.remove()
-        self._draw_diagnostics_title()
-
-    def _draw_diagnostics_title(self) -> None:
-        n = len(self.diagnoses)
-        errs = sum(1 for d in self.diagnoses if d.severity == "error")
-        self.query_one("#diagnostics-title", Static).update(
-            f"Diagnostics: {n} issue{'s' if n != 1 else ''}" + (f", {errs} error{'s' if errs != 1 else ''}" if errs else ""))
-        self._show("#diagnostics", n > 0)
-
-    def add_diagnosis(self, diag: ev.Diagnosis) -> None:
-        if any(d.id == diag.id and d.step == diag.step for d in self.diagnoses):
-            return
-        self.diagnoses.append(diag)
-        box_ = self.query_one("#diagnostics", Vertical)
-        panels = list(box_.query(DiagnosisPanel))
-        # Keep the panels ordered by severity (errors first), then by arrival.
-        before = next((p for p in panels if _SEV_ORDER.get(p.diag.severity, 3) > _SEV_ORDER.get(diag.severity, 3)),
-                      None)
-        panel = DiagnosisPanel(diag)
-        if before is not None:
-            box_.mount(panel, before=before)
-        else:
-            box_.mount(panel)
-        self._draw_diagnostics_title()
-
-    def _draw_checks(self) -> None:
-        # The passing checks repeat the headline; show only what needs attention.
-        shown = [f for f in self.checks if f.status in ("fail", "warn")]
-        t = facts_text(shown)
-        self.query_one("#results-checks", Static).update(t)
-        self._show("#results-checks", bool(shown))
-
-    def set_exports(self, paths: dict[str, Path], final: bool) -> None:
-        self.exports = dict(paths)
-        t = Text()
-        t.append("Report written" if final else "Interim report written (the run is still open)", style="bold")
-        for name, p in paths.items():
-            t.append(f"\n{name:<12} ", style="bold")
-            t.append(str(p))
-        self.query_one("#exports", Static).update(t)
-        self._show("#exports")

@@ -13,7 +13,7 @@ import pytest
 
 from tui.app import SpecdecApp
 
-from snapshot_apps import replay, scenarios
+from snapshot_apps import replay, scenarios, tune
 
 SIZES = {"80x24": (80, 24), "wide": (140, 40)}
 
@@ -134,3 +134,58 @@ def test_no_color_failed_step(snap_compare, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
     app = make_app(tp8())
     assert snap_compare(app, run_before=fed(app, scenarios.env_tp8_fault(), "env"))
+
+
+# -- tune runs (issue 10): the matrix pane, browsing a finished run, the compare screen ------------------------
+MATRICES = {"healthy": tune.healthy_matrix, "stop-tuning": tune.stop_tuning_matrix}
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("state", MATRICES)
+def test_matrix_pane(snap_compare, size, state):
+    app = make_app(tune.tune_profile())
+    assert snap_compare(app, run_before=fed(app, tune.tune_run(MATRICES[state]()), "results"),
+                        terminal_size=SIZES[size])
+
+
+def test_no_color_matrix_pane(snap_compare, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = make_app(tune.tune_profile())
+    assert snap_compare(app, run_before=fed(app, tune.tune_run(tune.stop_tuning_matrix()), "results"))
+
+
+def test_tune_arm_pane_while_its_bench_repeats(snap_compare):
+    app = make_app(tune.tune_profile())
+
+    async def progress(pilot) -> None:  # the repeat's own progress, after the step started
+        app.sink(tune.ev.Progress("eagle3-k2", "requests", 15, 30, "req", 0.9, 17.0, "vllm bench serve"))
+        app.sink(tune.ev.Progress("eagle3-k2", "tokens", 1920, 3840, "tok", 131.0, None, "generated tokens"))
+
+    assert snap_compare(app, run_before=fed(app, tune.until_k2_bench(), "eagle3-k2", busy="eagle3-k2",
+                                            then=progress))
+
+
+@pytest.mark.parametrize("show", ["baseline", "results"])
+def test_browse_a_finished_run(snap_compare, show):
+    from pathlib import Path
+
+    from tui.browse import open_run
+
+    app = SpecdecApp(browse=open_run(tune.write_closed_run(Path(scenarios.RUN_DIR))), frozen=True)
+
+    async def run_before(pilot) -> None:
+        app.show_step(show)
+        await pilot.pause()
+
+    assert snap_compare(app, run_before=run_before)
+
+
+def test_compare_screen(snap_compare):
+    import json
+    from pathlib import Path
+
+    from screens.compare import CompareApp
+
+    dirs = [tune.write_closed_run(Path(scenarios.RUN_DIR)),
+            tune.write_closed_run(Path("specdec-runs/20260101-130000-tune-demo"), tune=True)]
+    assert snap_compare(CompareApp([json.loads((d / "report.json").read_text()) for d in dirs]))

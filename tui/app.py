@@ -21,7 +21,7 @@ import termios
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
@@ -38,20 +38,26 @@ from screens.environment import EnvironmentPane
 from screens.launch import LaunchPane
 from screens.modals import CommandScreen, HelpScreen, QuitScreen, SaveProfileScreen
 from screens.profile import ProfilePane, save_profile
-from screens.results import ResultsPane, export_paths
+from screens.matrix import MatrixPane
+from screens.results import ResultsBase, ResultsPane, export_paths
 
 from .core import events as ev
 from .core.engine import EXIT_INTERRUPTED, Engine
 from .core.profile import Profile, ProfileError
 from .messages import EngineEvent, LogsPending, ProgressPending, StepSelected
+from .runplan import StepPlan, plan_for
 from .widgets.common import env_frozen
 from .widgets.header import HeaderBar
-from .widgets.step_list import ALL_STEPS, TITLES, StepList
+from .widgets.step_list import StepList
+
+if TYPE_CHECKING:
+    from .browse import ClosedRun
 
 LOG_FLUSH_S = 0.1
 TERMINAL_LOSS_EXIT_S = 4.0  # the backstop: exit this long after the terminal went away, whatever blocks
 TTY_POLL_S = 0.5
-LAUNCH_STEPS = ("baseline", "eagle3")
+LAUNCH_STEPS = ("baseline", "eagle3")  # a two-arm run's server steps (a tune run has one per arm: see `plan`)
+CLOSED_RUN = "this run is closed: opened with --open"
 
 
 class SpecdecApp(App[int]):
@@ -75,6 +81,10 @@ class SpecdecApp(App[int]):
         Binding("s", "stop_server", "Stop server", id="stop-server", tooltip="Stop the running server"),
         Binding("e", "export", "Export", id="export", tooltip="Write report.md / report.json / summary.csv"),
         Binding("w", "save_profile", "Save as…", id="save-profile", tooltip="Save the profile as a TOML file"),
+        Binding("right_square_bracket", "page_next", "Page", key_display="]", id="page-next",
+                tooltip="Matrix results: the next workload; a run opened with --open: the step's next log file"),
+        Binding("left_square_bracket", "page_prev", "Page back", key_display="[", id="page-prev", show=False,
+                tooltip="Matrix results: the previous workload; an opened run: the step's previous log file"),
         Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Keys and how the app works"),
         Binding("escape", "focus_steps", "Steps", show=False, id="focus-steps"),
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True, tooltip="Quit (asks while a server is running)"),
@@ -82,22 +92,26 @@ class SpecdecApp(App[int]):
 
     def __init__(self, profile: Profile | None = None, run_dir: str | Path | None = None,
                  steps: list[str] | None = None, *, frozen: bool | None = None, handle_signals: bool = False,
-                 max_log_lines: int = 10_000):
+                 max_log_lines: int = 10_000, browse: "ClosedRun | None" = None):
         super().__init__()
         self.frozen = env_frozen() if frozen is None else frozen
+        self.browse = browse  # --open RUN_DIR: a finished run, read-only; no engine ever starts
+        if browse is not None:
+            profile, run_dir = browse.profile, browse.path
         self.profile = profile
         self.run_dir = Path(run_dir) if run_dir is not None else None
-        self.requested_steps = list(steps) if steps else list(ev.STEP_IDS)
+        self._steps_arg = list(steps) if steps else None
+        # The steps shown, one pane each: the run's steps of the profile (tui.core.arms.run_steps).
+        self.plan: StepPlan = browse.plan if browse is not None else plan_for(profile, self._steps_arg)
+        self.requested_steps = list(self.plan.requested)
         self.handle_signals = handle_signals
         self.max_log_lines = max_log_lines
         self.engine: Engine | None = None
-        self.status: dict[str, str] = {s: "pending" for s in ALL_STEPS}
-        for sid in ev.STEP_IDS:
-            if sid not in self.requested_steps:
-                self.status[sid] = "excluded"
+        self.status: dict[str, str] = {}
+        self._init_status(self.plan)
         self.busy: str | None = None  # the step running now
-        self.closed = False
-        self.exit_code: int | None = None
+        self.closed = browse is not None
+        self.exit_code: int | None = browse.exit_code if browse is not None else None
         self.events: list[ev.Event] = []  # every low-rate event, in order (tests, debugging)
         self.run_finished = asyncio.Event()
         self.step_done = asyncio.Event()
@@ -124,18 +138,80 @@ class SpecdecApp(App[int]):
         yield HeaderBar(id="header")
         with Horizontal(id="main"):
             with Vertical(id="sidebar"):
-                yield StepList(id="steps")
+                yield StepList(self.plan.steps, self.plan.titles, id="steps")
                 yield Static("", id="next-hint", markup=False)
                 yield Static("", id="run-info", markup=False)
             with ContentSwitcher(id="panes", initial="pane-profile"):
                 yield ProfilePane(p, str(self.run_dir or ""))
-                yield EnvironmentPane()
-                yield CheckpointsPane(p.models.target if p else "", p.draft_model if p else "")
-                yield DatasetPane(p.data["dataset"]["url"] if p else "")
-                yield LaunchPane("baseline", ev.STEP_TITLES["baseline"], self.max_log_lines)
-                yield LaunchPane("eagle3", ev.STEP_TITLES["eagle3"], self.max_log_lines)
-                yield ResultsPane(p.data["speculative"]["num_speculative_tokens"] if p else None)
+                for sid in self.plan.run_steps:
+                    yield self._make_pane(sid, self.plan)
         yield Footer(compact=True)
+
+    def _make_pane(self, sid: str, plan: StepPlan) -> StepPane:
+        p = self.profile
+        if sid == "env":
+            return EnvironmentPane()
+        if sid == "checkpoints":
+            return CheckpointsPane(p.models.target if p else "", p.draft_model if p else "")
+        if sid == "dataset":
+            return DatasetPane(p.data["dataset"]["url"] if p else "")
+        if sid == "results":
+            if plan.tune:
+                return MatrixPane()
+            return ResultsPane(p.data["speculative"]["num_speculative_tokens"] if p else None)
+        return LaunchPane(sid, plan.pane_titles.get(sid, sid), self.max_log_lines)
+
+    def _init_status(self, plan: StepPlan) -> None:
+        old = self.status
+        self.status = {s: old.get(s, "pending") for s in plan.steps}
+        for sid in plan.run_steps:
+            if sid not in plan.requested:
+                self.status[sid] = "excluded"
+            elif self.status[sid] == "excluded":
+                self.status[sid] = "pending"
+
+    @property
+    def launch_steps(self) -> tuple[str, ...]:
+        """The server steps of this run (one LaunchPane each)."""
+        return self.plan.launch
+
+    def title_of(self, sid: str) -> str:
+        return self.plan.titles.get(sid, sid)
+
+    async def apply_plan(self, plan: StepPlan) -> None:
+        """Another profile was chosen before the run started: the step list and the panes follow it (a tune
+        profile has one server step per arm and the matrix results pane)."""
+        old = self.plan
+        if plan == old:
+            return
+        switcher = self.query_one(ContentSwitcher)
+        gone = [sid for sid in old.run_steps
+                if sid not in plan.steps or (sid == "results" and old.tune != plan.tune)]
+        if switcher.current and switcher.current.removeprefix("pane-") in gone:
+            switcher.current = "pane-profile"
+        for sid in gone:
+            await self.pane(sid).remove()
+        self.plan = plan
+        self.requested_steps = list(plan.requested)
+        self._init_status(plan)
+        prev: StepPane = self.query_one(ProfilePane)
+        for sid in plan.run_steps:
+            try:
+                pane = self.pane(sid)
+            except Exception:
+                pane = self._make_pane(sid, plan)
+                pane.display = False
+                await switcher.mount(pane, after=prev)
+            if pane.title != plan.pane_titles.get(sid, pane.title) and sid != "results":
+                pane.title = plan.pane_titles[sid]
+                pane.refresh_title()
+            prev = pane
+        sl = self.query_one(StepList)
+        sl.set_steps(plan.steps, plan.titles)
+        for sid, st in self.status.items():
+            sl.set_status(sid, st)
+        self._update_hint()
+        self.refresh_bindings()
 
     def on_mount(self) -> None:
         if self.frozen:
@@ -146,7 +222,12 @@ class SpecdecApp(App[int]):
         for sid, st in self.status.items():
             if st != "pending":
                 steps.set_status(sid, st)
-        if self.profile is None:
+        if self.browse is not None:
+            from .browse import show_closed_run
+
+            show_closed_run(self, self.browse)
+            steps.focus()
+        elif self.profile is None:
             self.query_one("#profile-select").focus()  # nothing to run before a profile is chosen
         else:
             steps.focus()
@@ -200,7 +281,7 @@ class SpecdecApp(App[int]):
         self.query_one(ContentSwitcher).current = f"pane-{step}"
         if move_cursor:
             sl = self.query_one(StepList)
-            idx = ALL_STEPS.index(step)
+            idx = self.plan.steps.index(step)
             if sl.highlighted != idx:
                 sl.highlighted = idx
         self.refresh_bindings()
@@ -215,6 +296,8 @@ class SpecdecApp(App[int]):
     @property
     def cursor(self) -> str | None:
         """The step `n` runs next: Profile until the run starts, then what the engine says runs next."""
+        if self.browse is not None:
+            return None
         if self.status["profile"] != "passed" or self.engine is None:
             return "profile"
         if self.closed:
@@ -235,32 +318,43 @@ class SpecdecApp(App[int]):
         p = self.profile
         if self.engine is not None and self.engine.profile is not None:
             p = self.engine.profile
+        if p is None and self.browse is not None:  # a run whose profile.toml no longer loads: the report's names
+            rep = self.browse.report
+            models = rep.get("models") or {}
+            self.query_one(HeaderBar).set_profile(rep.get("profile"), models.get("target"), models.get("draft"),
+                                                  bool(rep.get("simulated")), f"opened read-only (exit {self.exit_code})")
+            return
         state = ""
-        if self.closed:
+        if self.browse is not None:
+            state = f"opened read-only (exit {self.exit_code})"
+        elif self.closed:
             state = f"finished (exit {self.exit_code})"
         elif self.busy:
-            state = f"running {TITLES[self.busy]}"
+            state = f"running {self.title_of(self.busy)}"
         self.query_one(HeaderBar).set_profile(p.name if p else None, p.models.target if p else None,
                                               p.draft_model if p else None, bool(p and p.simulated), state)
 
     def _update_hint(self) -> None:
         hint = self.query_one("#next-hint", Static)
         c = self.cursor
-        if self.closed:
+        if self.browse is not None:
+            text = "Opened read-only.\n[ ] logs · ctrl+q quit"
+        elif self.closed:
             text = "Run finished.\ne export · ctrl+q quit"
         elif self.busy:
-            text = f"Running {TITLES[self.busy]}…\ns stop · ctrl+q quit"
+            text = f"Running {self.title_of(self.busy)}…\ns stop · ctrl+q quit"
         elif c == "profile":
             text = "n accept the profile\na run everything"
         elif c is None:
             text = "All steps done."
         elif self.failed_step:
-            text = f"{TITLES[c]} {self.status[c]}.\nr retry · e export"
+            text = f"{self.title_of(c)} {self.status[c]}.\nr retry · e export"
         else:
-            text = f"n run {TITLES[c]}\na run all the rest"
+            text = f"n run {self.title_of(c)}\na run all the rest"
         hint.update(text)
         info = self.query_one("#run-info", Static)
-        info.update(f"Run dir:\n{self.run_dir}" if self.run_dir is not None and self.engine is not None else "")
+        shown = self.run_dir is not None and (self.engine is not None or self.browse is not None)
+        info.update(f"Run dir:\n{self.run_dir}" if shown else "")
 
     # -- the sink (called synchronously by the engine, on this loop) ---------------------------------------
     def sink(self, e: ev.Event) -> None:
@@ -311,7 +405,7 @@ class SpecdecApp(App[int]):
         self._raw_buf, self._clean_buf, self._ranks_buf = {}, {}, {}
         cap = self.max_log_lines
         for step in set(raw) | set(clean) | set(ranks):
-            if step not in LAUNCH_STEPS:
+            if step not in self.launch_steps:
                 continue
             lv = self.query_one(f"#pane-{step}", LaunchPane).log_view
             if step in raw:
@@ -329,7 +423,7 @@ class SpecdecApp(App[int]):
         self._progress_posted = False
         latest, self._progress = self._progress, {}
         for (step, _task), p in latest.items():
-            if step in ev.STEP_IDS:
+            if step in self.plan.run_steps:
                 self.pane(step).progress(p)
 
     # -- engine events -----------------------------------------------------------------------------------------
@@ -346,7 +440,7 @@ class SpecdecApp(App[int]):
             if step in self.status:
                 self.query_one(ProfilePane).lock_profile()
                 if e.attempt > 1:  # a retry: the earlier attempt's diagnoses are gone from the report too
-                    self.query_one(ResultsPane).drop_diagnoses(step)
+                    self.results_pane.drop_diagnoses(step)
                 self.pane(step).reset()
                 self.set_step_status(step, "running")
                 if self.busy == step and not self._quitting:
@@ -365,43 +459,52 @@ class SpecdecApp(App[int]):
             self.closed = True
             self.exit_code = e.exit_code
             self.run_finished.set()
-            self.query_one(ResultsPane).handle(e)
+            self.results_pane.handle(e)
             self._update_header()
             self._update_hint()
             self.refresh_bindings()
             return
         if isinstance(e, ev.Diagnosis):
-            self.query_one(ResultsPane).add_diagnosis(e)
-            if step in ev.STEP_IDS:
+            self.results_pane.add_diagnosis(e)
+            if step in self.plan.run_steps:
                 self.pane(step).note_problem(e)
                 if step != "results":
                     self.pane(step).handle(e)
             return
-        if isinstance(e, ev.Fact) and e.status == "fail" and step in ev.STEP_IDS:
+        if isinstance(e, ev.Fact) and e.status == "fail" and step in self.plan.run_steps:
             self.pane(step).note_problem(e)
         if isinstance(e, ev.Notice) and not step:
             if e.level != "info":
                 self.notify(e.text, severity="warning" if e.level == "warning" else "error")
             return
-        if step in ev.STEP_IDS:
+        if step in self.plan.run_steps:
             self.pane(step).handle(e)
 
     # -- step list -------------------------------------------------------------------------------------------
     def on_step_selected(self, msg: StepSelected) -> None:
-        if msg.step in ALL_STEPS:
+        if msg.step in self.plan.steps:
             self.show_step(msg.step, move_cursor=False)
 
+    @property
+    def results_pane(self) -> ResultsBase:
+        return self.query_one("#pane-results", ResultsBase)
+
     @on(ProfilePane.Changed)
-    def _profile_changed(self, msg: ProfilePane.Changed) -> None:
-        if self.engine is None and msg.profile is None and self.query_one(ProfilePane).base is None:
+    async def _profile_changed(self, msg: ProfilePane.Changed) -> None:
+        if self.engine is not None or self.browse is not None:
+            return
+        if msg.profile is None and self.query_one(ProfilePane).base is None:
             self.profile = None  # a bad file or path: no profile is active until one is chosen
             self._update_header()
-        if self.engine is None and msg.profile is not None:
+        if msg.profile is not None:
             self.profile = msg.profile
             self._update_header()
+            await self.apply_plan(plan_for(msg.profile, self._steps_arg))  # the step list follows the profile
             self.query_one(CheckpointsPane).set_models(msg.profile.models.target, msg.profile.draft_model)
             self.query_one(DatasetPane).set_url(msg.profile.data["dataset"]["url"])
-            self.query_one(ResultsPane).num_spec = msg.profile.data["speculative"]["num_speculative_tokens"]
+            res = self.results_pane
+            if isinstance(res, ResultsPane):
+                res.num_spec = msg.profile.data["speculative"]["num_speculative_tokens"]
 
     # -- bindings ------------------------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -415,14 +518,19 @@ class SpecdecApp(App[int]):
         if not self._composed_ok():
             return None
         pane = self.current_pane_id
-        busy = TITLES[self.busy] if self.busy else ""
+        busy = self.title_of(self.busy) if self.busy else ""
+        if action in ("page_next", "page_prev"):
+            return self._why_not_page(pane)
+        if self.browse is not None and action in ("next", "run_all", "retry", "stop_server"):
+            return (f"{CLOSED_RUN[0].upper()}{CLOSED_RUN[1:]}, so nothing runs and no server starts. A new run "
+                    f"of the same profile: specdec-tui --profile {self.run_dir}/profile.toml")
         if action in ("next", "run_all"):
             if self.closed:
                 return "The run has finished: e exports the report, ctrl+q quits."
             if self.busy:
                 return f"{busy} is running: wait for it, or press s to stop its server."
             if self.failed_step:
-                return (f"{TITLES[self.failed_step]} {self.status[self.failed_step]}: r retries it "
+                return (f"{self.title_of(self.failed_step)} {self.status[self.failed_step]}: r retries it "
                         "(edit the settings on the Profile pane first).")
             if self.cursor is None:
                 return "Every step is done: e exports the report."
@@ -434,12 +542,16 @@ class SpecdecApp(App[int]):
                 return "Nothing has failed: n runs the next step."
             return None
         if action in ("focus_log", "follow", "log_mode", "log_filter"):
-            if pane not in LAUNCH_STEPS:
-                return "The log belongs to the server steps: select Baseline server or EAGLE3 server."
+            if pane not in self.launch_steps:
+                if not self.plan.tune:
+                    return "The log belongs to the server steps: select Baseline server or EAGLE3 server."
+                return "The log belongs to the server steps: select Baseline server or one of the EAGLE3 arms."
             return None
         if action == "stop_server":
-            return None if self.busy in LAUNCH_STEPS else "No server is running."
+            return None if self.busy in self.launch_steps else "No server is running."
         if action == "export":
+            if self.browse is not None:
+                return None
             if self.engine is None:
                 return "Nothing has run yet: n starts the run."
             if self.busy:
@@ -448,6 +560,21 @@ class SpecdecApp(App[int]):
         if action == "save_profile":
             return None if pane == "profile" else "w saves the profile from the Profile pane: select it first."
         return None
+
+    def _why_not_page(self, pane: str) -> str | None:
+        general = "[ and ] page through the workloads of the matrix results, or the log files of a run opened with --open."
+        if pane == "results" and isinstance(self.results_pane, MatrixPane):
+            mp = self.results_pane
+            if mp.matrix is None:
+                return "The matrix appears when the results step has run: " + general
+            if len(mp.workloads) < 2:
+                return f"This run has one workload ({mp.workload}): nothing to page through."
+            return None
+        if self.browse is not None and pane in self.launch_steps:
+            if len(self.pane(pane).log_files) < 2:  # type: ignore[attr-defined]
+                return f"{self.title_of(pane)} has one log file or none: nothing to page through."
+            return None
+        return general
 
     def on_key(self, event) -> None:
         """A key whose action cannot act now says why (its binding is hidden from the footer)."""
@@ -484,7 +611,7 @@ class SpecdecApp(App[int]):
 
     def _launch_pane(self) -> LaunchPane | None:
         pid = self.current_pane_id
-        if pid in LAUNCH_STEPS:
+        if pid in self.launch_steps:
             return self.query_one(f"#pane-{pid}", LaunchPane)
         return None
 
@@ -507,6 +634,19 @@ class SpecdecApp(App[int]):
         lp = self._launch_pane()
         if lp is not None:
             lp.log_panel.action_focus_filter()
+
+    def action_page_next(self) -> None:
+        self._page(1)
+
+    def action_page_prev(self) -> None:
+        self._page(-1)
+
+    def _page(self, delta: int) -> None:
+        pane = self.current_pane_id
+        if pane == "results" and isinstance(self.results_pane, MatrixPane):
+            self.results_pane.cycle_workload(delta)
+        elif self.browse is not None and pane in self.launch_steps:
+            self.query_one(f"#pane-{pane}", LaunchPane).page_log(delta)
 
     def action_show_command(self) -> None:
         """The exact commands: a launched server's own, else what the profile will run (the text of
@@ -572,7 +712,9 @@ class SpecdecApp(App[int]):
         self.engine = Engine(prof, self.run_dir, self.sink, steps=self.requested_steps)
         pane.lock_profile()
         self.set_step_status("profile", "passed", 0.0, prof.name)
-        self.query_one(ResultsPane).num_spec = prof.data["speculative"]["num_speculative_tokens"]
+        res = self.results_pane
+        if isinstance(res, ResultsPane):
+            res.num_spec = prof.data["speculative"]["num_speculative_tokens"]
         self._run_started_at = time.monotonic()
         return True
 
@@ -678,13 +820,20 @@ class SpecdecApp(App[int]):
             await self.engine.stop_children()
 
     def action_stop_server(self) -> None:
-        if self.busy not in LAUNCH_STEPS:
+        if self.busy not in self.launch_steps:
             self.notify("No server is running.")
             return
-        self.notify(f"Stopping the {TITLES[self.busy]}…")
+        self.notify(f"Stopping the {self.plan.pane_titles.get(self.busy, self.busy)}…")
         self.run_worker(self._cancel_running(), name="stop-server", group="control", exit_on_error=False)
 
     def action_export(self) -> None:
+        if self.browse is not None:
+            paths = {k: v for k, v in export_paths(self.browse.path / "report.json").items() if v.is_file()}
+            self.results_pane.set_exports(paths, final=True)
+            self.show_step("results")
+            self.notify("This run is closed (opened with --open): its report is already written: "
+                        + ", ".join(str(p) for p in paths.values()), timeout=8)
+            return
         if self.engine is None:
             self.notify("Nothing has run yet.", severity="warning")
             return
@@ -694,7 +843,7 @@ class SpecdecApp(App[int]):
         eng = self.engine
         if self.closed:
             paths = export_paths(eng.run.file("report.json"))
-            self.query_one(ResultsPane).set_exports(paths, final=True)
+            self.results_pane.set_exports(paths, final=True)
         else:
             path = eng.interim_report()
             if path is None:
@@ -702,7 +851,7 @@ class SpecdecApp(App[int]):
                             severity="error", timeout=8)
                 return
             paths = export_paths(path)
-            self.query_one(ResultsPane).set_exports(paths, final=False)
+            self.results_pane.set_exports(paths, final=False)
         self.show_step("results")
         self.notify("Wrote " + ", ".join(str(p) for p in paths.values()), timeout=8)
 
@@ -711,10 +860,11 @@ class SpecdecApp(App[int]):
         if self._quitting:
             return
         if self.busy:
-            what = f"The {TITLES[self.busy]} step is running."
-            if self.busy in LAUNCH_STEPS:
+            what = f"The {self.title_of(self.busy)} step is running."
+            if self.busy in self.launch_steps:
                 phase = self.query_one(f"#pane-{self.busy}", LaunchPane).timeline.current
-                what = f"The {TITLES[self.busy]} is running" + (f" (phase: {phase})." if phase else ".")
+                what = (f"The {self.plan.pane_titles.get(self.busy, self.busy)} is running"
+                        + (f" (phase: {phase})." if phase else "."))
 
             def answer(yes: bool | None) -> None:
                 if yes:
@@ -743,6 +893,8 @@ class SpecdecApp(App[int]):
 
     async def finish_run(self) -> int:
         """Stop what runs, end the run (report) if it is open, and return the exit code."""
+        if self.browse is not None:
+            return 0  # nothing ran: browsing a finished run is not a run
         if self.engine is None:
             return EXIT_INTERRUPTED
         was_busy = bool(self.busy)
@@ -759,15 +911,15 @@ class SpecdecApp(App[int]):
         yield SystemCommand("Next step", "Run the current step (n)", self.action_next)
         yield SystemCommand("Run all", "Run the remaining steps unattended (a)", self.action_run_all)
         if self.failed_step:
-            yield SystemCommand("Retry", f"Run {TITLES[self.failed_step]} again (r)", self.action_retry)
-            yield SystemCommand("Skip step", f"Mark {TITLES[self.failed_step]} as skipped and move on",
+            yield SystemCommand("Retry", f"Run {self.title_of(self.failed_step)} again (r)", self.action_retry)
+            yield SystemCommand("Skip step", f"Mark {self.title_of(self.failed_step)} as skipped and move on",
                                 self.action_skip)
-        if self.busy in LAUNCH_STEPS:
+        if self.busy in self.launch_steps:
             yield SystemCommand("Stop server", "Stop the running server (s)", self.action_stop_server)
         yield SystemCommand("Export report", "Write report.md / report.json / summary.csv (e)", self.action_export)
         yield SystemCommand("Save profile as…", "Write the profile as TOML (w)", self.action_save_profile)
-        for sid in ALL_STEPS:
-            yield SystemCommand(f"Show {TITLES[sid]}", f"Show the {TITLES[sid]} pane",
+        for sid in self.plan.steps:
+            yield SystemCommand(f"Show {self.title_of(sid)}", f"Show the {self.plan.pane_titles.get(sid, sid)} pane",
                                 lambda sid=sid: self.show_step(sid))
         yield SystemCommand("Help", "Keys and how the app works (?)", self.action_help)
         yield from super().get_system_commands(screen)
@@ -819,9 +971,11 @@ def _watch_terminal(app: SpecdecApp, fd: int, stop: threading.Event) -> None:
             return
 
 
-def run_app(profile: Profile | None, run_dir: str | Path | None, steps: list[str] | None = None) -> int:
-    """Run the interactive app; returns the engine's exit code (130 when the run was interrupted)."""
-    app = SpecdecApp(profile=profile, run_dir=run_dir, steps=steps, handle_signals=True)
+def run_app(profile: Profile | None, run_dir: str | Path | None, steps: list[str] | None = None,
+            browse: "ClosedRun | None" = None) -> int:
+    """Run the interactive app; returns the engine's exit code (130 when the run was interrupted). With
+    `browse` (--open RUN_DIR) it shows that finished run read-only and returns 0."""
+    app = SpecdecApp(profile=profile, run_dir=run_dir, steps=steps, handle_signals=True, browse=browse)
     stop_watch = threading.Event()
     try:
         tty_fd = sys.__stdin__.fileno() if sys.__stdin__ is not None else -1

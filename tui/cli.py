@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a gate on the finished run, e.g. 'speedup>=1.15' or 'acceptance>=60' (names from report.json's "
                         "\"metrics\", or a dotted path into report.json); repeatable; a failed gate exits 1")
     p.add_argument("--list-profiles", action="store_true", help="list the bundled profiles, then exit")
+    p.add_argument("--open", metavar="RUN_DIR", dest="open_run",
+                   help="browse a finished run (its steps, results and logs) read-only, without starting anything")
     p.add_argument("--verbose", "-v", action="store_true", help="headless: also stream the raw server log")
     p.add_argument("--version", action="store_true", help="print the version, then exit")
     return p
@@ -110,6 +112,33 @@ def _show_commands(profile, args: argparse.Namespace) -> int:
     python = interp.argv if interp.python else None
     sys.stdout.write(redact(show_commands_text(profile, run_dir, version, source, vllm_python=python)))
     return 0
+
+
+def _open_run(args: argparse.Namespace) -> int:
+    """--open RUN_DIR: the app on a finished run, read-only (tui/browse.py). Nothing is started or written."""
+    others = [flag for flag, given in (("--profile", args.profile), ("--demo", args.demo),
+                                       ("--headless", args.headless), ("--steps", args.steps),
+                                       ("--run-dir", args.run_dir), ("--json", args.json),
+                                       ("--show-commands", args.show_commands), ("--vllm-version", args.vllm_version))
+              if given]
+    if others:
+        return _fail_usage(f"--open browses a finished run; it cannot be combined with {', '.join(others)}. "
+                           "To run a profile again: --profile RUN_DIR/profile.toml.")
+    from .browse import OpenRunError, open_run
+
+    try:
+        run = open_run(args.open_run)
+    except OpenRunError as exc:
+        return _fail_usage(str(exc))
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return _fail_usage(f"--open needs a terminal: it opens the app. Without one, read the run's files: "
+                           f"{run.path / 'report.md'}, {run.path / 'report.json'} and the *.log files.")
+    try:
+        from .app import run_app
+    except ModuleNotFoundError:
+        return _fail_usage(f"--open needs the interactive UI, which is not available in this version; read "
+                           f"{run.path / 'report.md'} instead.")
+    return run_app(None, None, browse=run)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,6 +220,8 @@ def _main(argv: list[str] | None) -> int:
                 desc, sim = f"(invalid: {exc})", ""
             print(f"{name}{sim}\t{desc}")
         return 0
+    if args.open_run is not None:
+        return _open_run(args)
     if args.demo and args.profile and args.profile != "demo":
         return _fail_usage(f"--demo means --profile demo; it cannot be combined with --profile {args.profile}.")
     profile_name = "demo" if args.demo else args.profile

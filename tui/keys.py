@@ -12,6 +12,7 @@ KEY_TABLE: tuple[tuple[str, str], ...] = (
     ("`l` / `f` / `v` / `/`", "server steps: focus the log / follow on-off / raw or collapsed (×N) / filter"),
     ("`c`", "show (and copy) the exact commands: the planned ones before the first launch"),
     ("`w`", "save the profile, with your edits, as TOML that `--headless` replays"),
+    ("`[` / `]`", "tune results: previous / next workload; a run opened with `--open`: a server step's log files"),
     ("`↑` `↓`", "move in the focused list or log (in the step list: show that step's pane)"),
     ("`tab` / `shift+tab`", "move between widgets"),
     ("`esc`", "back to the step list (in the log filter: clear it, then back to the log)"),
@@ -22,7 +23,7 @@ KEY_TABLE: tuple[tuple[str, str], ...] = (
 DOCUMENTED_KEYS = {
     "n": "`n`", "a": "`a`", "r": "`r`", "s": "`s`", "e": "`e`", "l": "`l` / `f` / `v` / `/`",
     "f": "`l` / `f` / `v` / `/`", "v": "`l` / `f` / `v` / `/`", "slash": "`l` / `f` / `v` / `/`", "c": "`c`",
-    "w": "`w`", "escape": "`esc`", "question_mark": "`?` / `ctrl+p` / `ctrl+q`",
+    "w": "`w`", "left_square_bracket": "`[` / `]`", "right_square_bracket": "`[` / `]`", "escape": "`esc`", "question_mark": "`?` / `ctrl+p` / `ctrl+q`",
     "ctrl+q": "`?` / `ctrl+p` / `ctrl+q`",
 }
 

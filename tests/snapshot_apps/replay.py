@@ -30,9 +30,9 @@ def record(app, e: ev.Event) -> None:
     from tui.core.steps.base import StepResult
 
     eng = app.engine
-    if isinstance(e, ev.StepFinished) and e.step in ev.STEP_IDS:
+    if isinstance(e, ev.StepFinished) and e.step in eng.steps:
         eng.results[e.step] = StepResult(e.status, e.summary)
-    elif isinstance(e, ev.StepStarted) and e.step in ev.STEP_IDS:
+    elif isinstance(e, ev.StepStarted) and e.step in eng.steps:
         eng.results.pop(e.step, None)
     elif isinstance(e, ev.RunFinished):
         eng.exit_code = e.exit_code

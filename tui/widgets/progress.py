@@ -38,6 +38,12 @@ class ProgressLine(Static):
         self.fraction: float | None = None
         self.idle_text = idle_text
         self.idle_dim = True
+        self.prefix = ""  # e.g. "sonnet 2/3": which workload and repeat of a tune arm runs
+
+    def set_prefix(self, prefix: str) -> None:
+        if prefix != self.prefix:
+            self.prefix = prefix
+            self._draw()
 
     def on_mount(self) -> None:
         self._draw()
@@ -59,6 +65,9 @@ class ProgressLine(Static):
     def _draw(self) -> None:
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(f"{self.label:<7}", style="bold")
+        if self.prefix:
+            t.append(self.prefix, style="bold")
+            t.append(" · ")
         if not self.text:
             t.append(self.idle_text, style="dim" if self.idle_dim else "")
         else:

@@ -1,4 +1,7 @@
-"""The step list on the left: one row per step with a status icon and the elapsed time."""
+"""The step list on the left: one row per step with a status icon and the elapsed time.
+
+The steps are the run's (`tui.core.arms.run_steps`): the tutorial's six for a two-arm profile, one row per
+arm for a tune profile. `set_steps` replaces them (another profile chosen before the run starts)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from textual.widgets.option_list import Option
 
 from ..core.events import STEP_IDS, STEP_TITLES
 from ..messages import StepSelected
+from ..runplan import TITLE_WIDTH  # the labels are made to fit it (tui/runplan.py)
 from .common import SPINNER, STEP_ICONS, animations_on, fmt_secs, is_frozen, status_style
 
 ALL_STEPS: tuple[str, ...] = ("profile",) + STEP_IDS
@@ -18,7 +22,6 @@ _STATUS_STYLE = {
     "passed": "bold green", "warned": "bold yellow", "failed": "bold red", "running": "bold cyan",
     "interrupted": "bold magenta", "skipped": "dim", "unavailable": "dim", "excluded": "dim", "pending": "",
 }
-TITLE_WIDTH = 15
 
 
 class StepList(OptionList):
@@ -29,12 +32,31 @@ class StepList(OptionList):
     StepList:focus { background-tint: $foreground 5%; }
     """
 
-    def __init__(self, *, id: str | None = None):
-        self.status: dict[str, str] = {s: "pending" for s in ALL_STEPS}
-        self.seconds: dict[str, float | None] = {s: None for s in ALL_STEPS}
+    def __init__(self, steps: tuple[str, ...] | list[str] | None = None, titles: dict[str, str] | None = None, *,
+                 id: str | None = None):
+        self.steps: tuple[str, ...] = tuple(steps) if steps else ALL_STEPS
+        self.titles: dict[str, str] = dict(titles) if titles else dict(TITLES)
+        self.status: dict[str, str] = {s: "pending" for s in self.steps}
+        self.seconds: dict[str, float | None] = {s: None for s in self.steps}
         self.started: dict[str, float] = {}
         self._frame = 0
-        super().__init__(*[Option(self._prompt(s), id=s) for s in ALL_STEPS], id=id)
+        super().__init__(*[Option(self._prompt(s), id=s) for s in self.steps], id=id)
+
+    def set_steps(self, steps: tuple[str, ...] | list[str], titles: dict[str, str]) -> None:
+        """Show these steps instead (status and times of the steps kept are kept); the cursor stays on its step
+        when that step is still there, else it goes to the first row."""
+        steps = tuple(steps)
+        if steps == self.steps and titles == self.titles:
+            return
+        current = self.steps[self.highlighted] if self.highlighted is not None and self.highlighted < len(self.steps) \
+            else None
+        self.steps, self.titles = steps, dict(titles)
+        self.status = {s: self.status.get(s, "pending") for s in steps}
+        self.seconds = {s: self.seconds.get(s) for s in steps}
+        self.started = {s: t for s, t in self.started.items() if s in steps}
+        self.clear_options()
+        self.add_options([Option(self._prompt(s), id=s) for s in steps])
+        self.highlighted = steps.index(current) if current in steps else 0
 
     def on_mount(self) -> None:
         self.set_interval(1.0, self._tick_clock)
@@ -73,7 +95,7 @@ class StepList(OptionList):
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(icon, style=status_style(_STATUS_STYLE.get(status, "")))
         t.append(" ")
-        t.append(f"{TITLES[step]:<{TITLE_WIDTH}}", style="dim" if status in ("excluded", "skipped") else "")
+        t.append(f"{self.titles.get(step, step):<{TITLE_WIDTH}}", style="dim" if status in ("excluded", "skipped") else "")
         t.append(f"{elapsed:>6}", style="dim")
         return t
 
@@ -93,7 +115,7 @@ class StepList(OptionList):
     def select_step(self, step: str) -> None:
         """Move the cursor to `step` (shows its pane)."""
         try:
-            idx = ALL_STEPS.index(step)
+            idx = self.steps.index(step)
         except ValueError:
             return
         self.highlighted = idx
