@@ -79,9 +79,10 @@ def cell_of(matrix: dict[str, Any], arm_id: str, workload: str) -> dict[str, Any
     return ((matrix.get("cells") or {}).get(arm_id) or {}).get(workload) or {}
 
 
-# -- SWAP ME ---------------------------------------------------------------------------------------------------
-# The lead's stats module provides `tui.core.stats.matrix_rows(matrix, workload, width)` (not merged yet). Until
-# then the pane builds its rows here, in this one function, from the matrix dict of the contract. Returns
+# -- the pane's table --------------------------------------------------------------------------------------------
+# Arms as rows (the cursor row picks the arm whose per-position bars are shown), a few metrics as columns so that
+# four arms fit 80x24; every value is read from the engine's matrix dict (tui.core.stats computed it). The
+# headless table and report.md use tui.core.stats.matrix_rows (metrics as rows, every metric). Returns
 # (column headings, [(arm id, [cell text per column])]); the first column is the arm, numbers are right-aligned.
 def matrix_rows(matrix: dict[str, Any], workload: str, width: int) -> tuple[list[str], list[tuple[str, list[str]]]]:
     wide = width >= NARROW_WIDTH
@@ -115,7 +116,7 @@ def matrix_rows(matrix: dict[str, Any], workload: str, width: int) -> tuple[list
             tok = _f(ot.get("mean")) + (f"±{hw:.1f}" if hw is not None else "")
             rows.append((arm["id"], [label, tok, speed, acc, al, _f(c.get("median_tpot_ms"), 2)]))
     return cols, rows
-# -- end of SWAP ME ----------------------------------------------------------------------------------------------
+# ----------------------------------------------------------------------------------------------------------------
 
 
 def interval_bar(mean: float, lo: float | None, hi: float | None, top: float, width: int) -> str:

@@ -170,6 +170,8 @@ def build_compare_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (or their report.json)")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON on stdout")
+    p.add_argument("--headless", action="store_true",
+                   help="print the table (the default without a terminal) instead of opening the app's compare screen")
     return p
 
 
@@ -189,6 +191,13 @@ def _compare_main(argv: list[str]) -> int:
     if args.json:
         sys.stdout.write(redact(json.dumps(compare_json(reports, args.run_dirs), indent=2)) + "\n")
         return 0
+    if not args.headless and sys.stdin.isatty() and sys.stdout.isatty():
+        try:
+            from screens.compare import run_compare_app
+        except ModuleNotFoundError:
+            pass  # no interactive UI in this version: the table below
+        else:
+            return run_compare_app(reports, paths=[str(d) for d in args.run_dirs])
     from rich.console import Console
 
     # not a terminal (a file, a pipe): wide enough for the columns instead of rich's default 80
