@@ -1,7 +1,7 @@
 """The Textual front end end to end: Pilot drives the real engine and the simulator (demo profile).
 
-Every test runs a fast variant of the demo (time_scale 0.05, 4 prompts, a free port, caches under
-tmp_path) and leaves no process behind.
+Every test runs a fast variant of the demo (time_scale and token_time_scale 0.05, 4 prompts, a free port,
+caches under tmp_path) and leaves no process behind.
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ def isolated(tmp_path, monkeypatch):
 
 def fast_profile_file(tmp: Path, **extra) -> Path:
     """The demo, fast, written to a TOML file (the TUI and the headless runner load the same file)."""
-    values = {"simulation.time_scale": 0.05, "benchmark.num_prompts": 4, "server.port": free_port(),
+    values = {"simulation.time_scale": 0.05, "simulation.token_time_scale": 0.05, "benchmark.num_prompts": 4,
+              "server.port": free_port(),
               "server.env": {"VLLM_CACHE_ROOT": str(tmp / "vllm-cache")}}
     values.update(extra)
     prof = load_profile("demo").with_values(values)
