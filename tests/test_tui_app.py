@@ -382,8 +382,20 @@ async def test_fix_in_place_tp8_fails_edit_to_16_retry_and_the_report_is_clean(i
         app.show_step("profile")
         tp.focus()
         await pilot.pause()
+        # Validated against the environment step's facts as you type: TP 8 (and 1 on the way to 16) does not
+        # fit the HBM of a logical core; 16 does.
+        errors = text_of(app.query_one("#profile-errors"))
+        assert "TP 8 needs" in errors and "HBM per logical core" in errors and "TP 16 or higher" in errors, errors
+        assert app.query_one("#knob-server-tensor-parallel-size-row").has_class("-invalid")
         tp.value = ""
-        await pilot.press("1", "6")
+        await pilot.press("1")
+        await pilot.pause()
+        assert "TP 1 needs" in text_of(app.query_one("#profile-errors"))
+        await pilot.press("6")
+        await pilot.pause()
+        errors = text_of(app.query_one("#profile-errors"))
+        assert errors.startswith("✓ valid (1 edited value)") and "HBM" not in errors, errors
+        assert not app.query_one("#knob-server-tensor-parallel-size-row").has_class("-invalid")
         await pilot.press("escape")  # back to the step list, where r means retry
         await pilot.pause()
         assert app.query_one("#pane-profile").retry_edits() == {"server.tensor_parallel_size": 16}

@@ -358,7 +358,7 @@ class SpecdecApp(App[int]):
                 self.set_step_status(step, e.status, e.seconds, e.summary)
                 if e.status in ("failed", "unavailable", "interrupted") and self.engine is not None \
                         and not self._quitting:
-                    self.query_one(ProfilePane).unlock_for_retry(self.engine.profile)
+                    self.query_one(ProfilePane).unlock_for_retry(self.engine.profile, self._env_facts())
             self._update_header()
             return
         if isinstance(e, ev.RunFinished):
@@ -481,6 +481,16 @@ class SpecdecApp(App[int]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def _env_facts(self) -> dict[str, Any]:
+        """What the environment step found: its stored facts once it passed, else its failed attempt's own
+        (a TP 8 caught there still knows the cores and the HBM per core)."""
+        if self.engine is None:
+            return {}
+        res = self.engine.results.get("env")
+        if res is not None and res.facts:
+            return dict(res.facts)
+        return dict(self.engine.ctx.shared.get("env") or {})
 
     def _launch_pane(self) -> LaunchPane | None:
         pid = self.current_pane_id
