@@ -17,6 +17,7 @@ from tui.core import events as ev
 from tui.core.livecheck import ERROR, check_edits
 from tui.core.profile import Profile, ProfileError, bundled_profiles, load_profile, validate_value
 from tui.core.supervisor import port_free
+from tui.widgets.pathtext import PathText
 
 from .base import StepPane
 
@@ -112,7 +113,7 @@ class ProfilePane(StepPane):
             yield Static("", id="profile-errors", markup=False)
             with Horizontal(id="profile-buttons"):
                 yield Button("Save as profile… (w)", id="save-profile", compact=True)
-            yield Static("", id="profile-rundir", markup=False)
+            yield PathText(id="profile-rundir")
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -127,7 +128,7 @@ class ProfilePane(StepPane):
         self._draw_rundir()
 
     def _draw_rundir(self) -> None:
-        self.query_one("#profile-rundir", Static).update(f"Run directory: {self.run_dir}" if self.run_dir else "")
+        self.query_one("#profile-rundir", PathText).set_path("Run directory: " if self.run_dir else "", self.run_dir)
 
     def load(self, profile: Profile) -> None:
         self.base = profile

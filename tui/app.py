@@ -44,8 +44,9 @@ from .core import events as ev
 from .core.engine import EXIT_INTERRUPTED, Engine
 from .core.profile import Profile, ProfileError
 from .messages import EngineEvent, LogsPending, ProgressPending, StepSelected
-from .widgets.common import env_frozen
+from .widgets.common import env_frozen, shorten_path
 from .widgets.header import HeaderBar
+from .widgets.pathtext import PathText
 from .widgets.step_list import ALL_STEPS, TITLES, StepList
 
 LOG_FLUSH_S = 0.1
@@ -126,7 +127,7 @@ class SpecdecApp(App[int]):
             with Vertical(id="sidebar"):
                 yield StepList(id="steps")
                 yield Static("", id="next-hint", markup=False)
-                yield Static("", id="run-info", markup=False)
+                yield PathText(id="run-info", lines=2)
             with ContentSwitcher(id="panes", initial="pane-profile"):
                 yield ProfilePane(p, str(self.run_dir or ""))
                 yield EnvironmentPane()
@@ -259,8 +260,9 @@ class SpecdecApp(App[int]):
         else:
             text = f"n run {TITLES[c]}\na run all the rest"
         hint.update(text)
-        info = self.query_one("#run-info", Static)
-        info.update(f"Run dir:\n{self.run_dir}" if self.run_dir is not None and self.engine is not None else "")
+        shown = self.run_dir is not None and self.engine is not None
+        self.query_one("#run-info", PathText).set_path("Run dir:\n" if shown else "",
+                                                       str(self.run_dir) if shown else "")
 
     # -- the sink (called synchronously by the engine, on this loop) ---------------------------------------
     def sink(self, e: ev.Event) -> None:
@@ -714,7 +716,12 @@ class SpecdecApp(App[int]):
             paths = export_paths(path)
             self.query_one(ResultsPane).set_exports(paths, final=False)
         self.show_step("results")
-        self.notify("Wrote " + ", ".join(str(p) for p in paths.values()), timeout=8)
+        where = {str(p.parent) for p in paths.values()}
+        width = max(16, min(60, self.size.width // 2) - 4)  # a toast's text width (60 columns, at most half)
+        if len(where) == 1:
+            self.notify(f"Wrote {', '.join(paths)} in {shorten_path(where.pop(), width)}", timeout=8)
+        else:
+            self.notify("Wrote " + ", ".join(shorten_path(str(p), width) for p in paths.values()), timeout=8)
 
     # -- quitting -------------------------------------------------------------------------------------------------
     async def action_quit(self) -> None:
