@@ -118,10 +118,6 @@ def test_bad_profiles_name_key_value_and_allowed(mutation, fragments):
         assert frag in msg, (frag, msg)
 
 
-def test_at_least_fifteen_bad_profiles():
-    assert len(BAD_CASES) >= 15
-
-
 def test_toml_syntax_error_has_line_and_column():
     text = TUTORIAL.read_text().replace("port = 8000", "port = = 8000")
     with pytest.raises(ProfileError) as ei:
