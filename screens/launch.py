@@ -245,16 +245,26 @@ class LaunchPane(StepPane):
         line = self.query_one(ProgressLine)
         rf = self.result_facts
         if "output throughput" in rf or "requests" in rf:
-            parts = []
+            # The summary on one line where it fits, else on two (requests and throughput, then the
+            # latencies and acceptance), abbreviated on purpose before anything is cut.
+            first, second, short = [], [], []
             if "requests" in rf:
-                parts.append(f"{FACT_ICONS.get(rf['requests'].status, '?')} {rf['requests'].value}")
+                first.append(f"{FACT_ICONS.get(rf['requests'].status, '?')} {rf['requests'].value}")
             if "output throughput" in rf:
-                parts.append(rf["output throughput"].value)
+                first.append(rf["output throughput"].value)
             if "median TPOT / TTFT" in rf:
-                parts.append("TPOT/TTFT " + rf["median TPOT / TTFT"].value)
+                v = rf["median TPOT / TTFT"].value
+                second.append("TPOT/TTFT " + v)
+                short.append("TPOT/TTFT " + v.replace(" ms / ", " / "))  # "7.00 / 261.50 ms"
             if "acceptance" in rf:
-                parts.append("acceptance " + rf["acceptance"].value)
-            line.set_text(" · ".join(parts), dim=False)
+                v = rf["acceptance"].value
+                second.append("acceptance " + v)
+                short.append("acc. " + v.split(" (", 1)[0])  # "68.94%", without the length
+            choices = [" · ".join(first + second), " · ".join(first + short)]
+            if second:
+                head = " · ".join(first)
+                choices += [head + "\n" + " · ".join(second), head + "\n" + " · ".join(short)]
+            line.set_choices(choices)
             return
         if self.req is None:
             line.set_text("after the smoke test: vllm bench serve")

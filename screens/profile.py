@@ -1,5 +1,6 @@
 """Step 1 — Profile: choose a bundled profile or a TOML file, edit the key knobs with inline validation
-(the TOML loader's own validator), and save the result as a profile that `--headless` replays exactly."""
+(the TOML loader's own validator; once the environment step has run, also the platform's facts:
+tui/core/livecheck.py), and save the result as a profile that `--headless` replays exactly."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from textual.message import Message
 from textual.widgets import Button, Input, Label, Select, Static
 
 from tui.core import events as ev
+from tui.core.livecheck import ERROR, check_edits
 from tui.core.profile import Profile, ProfileError, bundled_profiles, load_profile, validate_value
 from tui.widgets.sweep import SweepToggle, with_sweep, without_sweep
+from tui.core.supervisor import port_free
+from tui.widgets.pathtext import PathText
 
 from .base import StepPane
 
@@ -55,6 +59,7 @@ class ProfilePane(StepPane):
     ProfilePane .row > Input { width: 1fr; max-width: 36; height: 1; }
     ProfilePane .row > .mark { width: 2; height: 1; margin: 0 0 0 1; }
     ProfilePane .row.-invalid > Label { text-style: bold; color: $text-error; }
+    ProfilePane .row.-warned > Label { text-style: bold; color: $text-warning; }
     ProfilePane #profile-about { height: auto; margin: 0 0 1 0; padding: 0 0 0 0; }
     ProfilePane #profile-errors { height: auto; color: $text-error; }
     ProfilePane #profile-errors.-ok { color: $text-success; }
@@ -79,6 +84,8 @@ class ProfilePane(StepPane):
         self.base: Profile | None = profile
         self.edited: Profile | None = profile
         self.errors: dict[str, str] = {}
+        self.warnings: dict[str, str] = {}  # platform facts that may not hold (not refused)
+        self.env_facts: dict[str, Any] = {}  # what the environment step found (set when a retry opens)
         self.cross_error = ""
         self.locked = False
         self.retry_open = False
@@ -108,7 +115,7 @@ class ProfilePane(StepPane):
             yield Static("", id="profile-errors", markup=False)
             with Horizontal(id="profile-buttons"):
                 yield Button("Save as profile… (w)", id="save-profile", compact=True)
-            yield Static("", id="profile-rundir", markup=False)
+            yield PathText(id="profile-rundir")
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -123,7 +130,7 @@ class ProfilePane(StepPane):
         self._draw_rundir()
 
     def _draw_rundir(self) -> None:
-        self.query_one("#profile-rundir", Static).update(f"Run directory: {self.run_dir}" if self.run_dir else "")
+        self.query_one("#profile-rundir", PathText).set_path("Run directory: " if self.run_dir else "", self.run_dir)
 
     def load(self, profile: Profile) -> None:
         self.base = profile
@@ -182,6 +189,10 @@ class ProfilePane(StepPane):
             self._draw_errors()
             return False
         values, errors = self._values()
+        self.warnings = {}
+        for key, level, msg in check_edits(self.base, self.env_facts, values,
+                                           port_free if self.env_facts else None):
+            (errors if level == ERROR else self.warnings).setdefault(key, msg)
         self.errors = errors
         self.cross_error = ""
         if not errors:
@@ -210,17 +221,21 @@ class ProfilePane(StepPane):
         for section, key, _label, _kind in KNOBS:
             dotted = f"{section}.{key}"
             bad = dotted in self.errors
+            warned = not bad and dotted in self.warnings
             row = self.query_one("#" + knob_id(section, key) + "-row")
             row.set_class(bad, "-invalid")
-            row.query_one(".mark", Static).update("✗" if bad else ("✓" if self.base is not None else ""))
+            row.set_class(warned, "-warned")
+            row.query_one(".mark", Static).update("✗" if bad else "⚠" if warned else
+                                                  ("✓" if self.base is not None else ""))
         box = self.query_one("#profile-errors", Static)
-        msgs = list(self.errors.values()) + ([self.cross_error] if self.cross_error else [])
+        msgs = list(dict.fromkeys(list(self.errors.values()) + ([self.cross_error] if self.cross_error else [])))
+        warns = [f"⚠ {m}" for m in dict.fromkeys(self.warnings.values())]
         if msgs:
-            box.update("\n".join(f"✗ {m}" for m in msgs))
+            box.update("\n".join([f"✗ {m}" for m in msgs] + warns))
             box.set_class(False, "-ok")
         elif self.base is not None:
             n = len(self.edits())
-            box.update("✓ valid" + (f" ({n} edited value{'s' if n != 1 else ''})" if n else ""))
+            box.update("\n".join(["✓ valid" + (f" ({n} edited value{'s' if n != 1 else ''})" if n else "")] + warns))
             box.set_class(True, "-ok")
         else:
             box.update("")
@@ -231,7 +246,7 @@ class ProfilePane(StepPane):
             raise ProfileError("no profile chosen: pick a bundled profile or load a TOML file")
         if not self.validate_all():
             msgs = list(self.errors.values()) + ([self.cross_error] if self.cross_error else [])
-            raise ProfileError("; ".join(msgs))
+            raise ProfileError("; ".join(dict.fromkeys(msgs)))
         assert self.edited is not None
         return self.edited
 
@@ -243,11 +258,13 @@ class ProfilePane(StepPane):
             w.disabled = True
         self.set_hint("locked: the run has started (save it with w)")
 
-    def unlock_for_retry(self, profile: Profile) -> None:
-        """A step failed: the settings become editable again (validated as you type); `r` retries with them.
-        Choosing another profile stays locked: that is a new run."""
+    def unlock_for_retry(self, profile: Profile, env_facts: dict[str, Any] | None = None) -> None:
+        """A step failed: the settings become editable again, validated as you type against the profile rules
+        and `env_facts` (what the environment step found); `r` retries with them. Choosing another profile
+        stays locked: that is a new run."""
         self.retry_open = True
         self.base = profile
+        self.env_facts = dict(env_facts or {})
         self._fill(profile)
         for section, key, _label, _kind in KNOBS:
             self.query_one("#" + knob_id(section, key), Input).disabled = False

@@ -17,7 +17,7 @@ from textual.widgets import Digits, Static
 from tui.core import events as ev
 from tui.widgets.facts import facts_text
 from tui.widgets.charts import AcceptanceBars, CompareChart
-from tui.widgets.common import fmt_num
+from tui.widgets.common import fmt_num, shorten_path
 from tui.widgets.diagnosis import DiagnosisPanel
 
 from .base import StepPane
@@ -36,6 +36,7 @@ SHORT_LABELS = {
     "Request throughput (req/s)": "Requests/s",
     "Mean ITL, per chunk (ms)": "Mean ITL/chunk (ms)",
     "Median ITL, per chunk (ms)": "Med. ITL/chunk (ms)",
+    "P90 ITL, per chunk (ms)": "P90 ITL/chunk (ms)",
     "P99 ITL, per chunk (ms)": "P99 ITL/chunk (ms)",
     "Per-position acceptance (%)": "Accept. per pos. (%)",
     "Acceptance rate (%)": "Acceptance (%)",
@@ -52,6 +53,7 @@ class ResultsBase(StepPane):
         self.diagnoses: list[ev.Diagnosis] = []
         self.checks: list[ev.Fact] = []
         self.exports: dict[str, Path] = {}
+        self.exports_final = False
 
     def _show(self, selector: str, shown: bool = True) -> None:
         self.query_one(selector).set_class(not shown, "hidden")
@@ -113,13 +115,21 @@ class ResultsBase(StepPane):
 
     def set_exports(self, paths: dict[str, Path], final: bool) -> None:
         self.exports = dict(paths)
-        t = Text()
-        t.append("Report written" if final else "Interim report written (the run is still open)", style="bold")
-        for name, p in paths.items():
-            t.append(f"\n{name:<12} ", style="bold")
-            t.append(str(p))
-        self.query_one("#exports", Static).update(t)
+        self.exports_final = final
+        self._draw_exports()
         self._show("#exports")
+
+    def _draw_exports(self) -> None:
+        """The exported files, their paths shortened from the middle to the pane's width."""
+        box = self.query_one("#exports", Static)
+        width = box.content_size.width  # 0 while the pane is hidden: drawn again on its resize
+        t = Text()
+        t.append("Report written" if self.exports_final else "Interim report written (the run is still open)",
+                 style="bold")
+        for name, p in self.exports.items():
+            t.append(f"\n{name:<12} ", style="bold")
+            t.append(shorten_path(str(p), width - 13) if width > 13 else str(p))
+        box.update(t)
 
 
 class ResultsPane(ResultsBase):
@@ -209,6 +219,8 @@ class ResultsPane(ResultsBase):
     def on_resize(self) -> None:
         if self.payload is not None:
             self._draw_table()
+        if self.exports:
+            self._draw_exports()
 
     def _draw_table(self) -> None:
         """The comparison table; below NARROW_WIDTH columns the labels are abbreviated on purpose (values

@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 # Fast but not so fast that asyncio timer granularity distorts the timing model.
 FAST_SIM = {
     "simulation.time_scale": 0.1,
+    "simulation.token_time_scale": 0.1,
     "simulation.weights_s": 4.0,
     "simulation.draft_s": 1.0,
     "simulation.hlo_s": 1.0,

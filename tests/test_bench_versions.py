@@ -483,7 +483,7 @@ def write_extends_profile(tmp_path: Path, version: str, port: int) -> Path:
     p = tmp_path / "v032.toml"
     p.write_text(f'extends = "demo"\nname = "demo-v032"\n[server]\nport = {port}\nstop_grace_s = 5.0\n'
                  f'[benchmark]\nnum_prompts = 6\noutput_len = 32\n'
-                 f'[simulation]\nvllm_version = "{version}"\ntime_scale = 0.1\nweights_s = 2.0\ndraft_s = 1.0\n'
+                 f'[simulation]\nvllm_version = "{version}"\ntime_scale = 0.1\ntoken_time_scale = 0.1\nweights_s = 2.0\ndraft_s = 1.0\n'
                  f'hlo_s = 1.0\ncompile_s = 2.0\nwarmup_s = 1.0\n')
     return p
 

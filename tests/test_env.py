@@ -232,6 +232,9 @@ async def test_trn2_idle_with_good_plugin_passes(tmp_path):
     f = res.facts
     assert f["vllm_version"] == "0.24.0" and f["vllm_neuron_version"] == "0.24.0.1.1.0"
     assert f["neuron_sdk"] == "2.32" and f["logical_cores"] == 64 and f["lnc"] == 2 and f["neuron_devices"] == 16
+    # The HBM fit's inputs and the busy cores, for the Profile pane's as-you-type checks (tui/core/livecheck.py):
+    # 96 GiB per device over 4 logical cores; org/tiny-target has no known size; no process holds a core.
+    assert f["hbm_per_core"] == 24 * 1024**3 and f["weights_bytes"] is None and f["busy_cores"] == []
     assert f["sonnet_available"] is True and f["bench_prints_spec_decode"] is True
     assert f["python"] == str(path[0] / "python")
     doc = json.loads((tmp_path / "run" / "env.json").read_text())
@@ -785,10 +788,14 @@ def test_stand_in_faults_fail_in_the_env_step_before_any_launch(tmp_path, base, 
     facts = {f["name"]: f for f in env["facts"]}
     assert facts["instance type"]["value"] == "trn2.48xlarge" and facts["neuron-ls"]["status"] == "pass"
     assert facts["vLLM"]["value"] == "0.24.0" and facts["vllm-neuron"]["value"] == "0.24.0.1.1.0"
+    stored = env["stored"]
+    assert stored["logical_cores"] == 64 and stored["hbm_per_core"] == 24 * 1024**3
     if base == "demo-tp8":
         assert "tensor_parallel_size = 16" in facts[fact]["remedy"]
+        assert stored["weights_bytes"] == int(116.8e9 * 2) + int(0.855e9 * 2) and stored["busy_cores"] == []
     else:
         assert "kill " in facts[fact]["remedy"]
+        assert stored["busy_cores"] == list(range(16))  # devices 0-3, 4 logical cores each
     assert not list(run_dir.glob("*.serve.log"))  # nothing was launched
     assert (run_dir / "stand-in.log").is_file()
 

@@ -59,11 +59,26 @@ def test_baseline_metrics_have_no_spec_decode_series():
     assert {"vllm:generation_tokens", "vllm:prompt_tokens", "vllm:request_success"} <= names
 
 
-def test_real_sse_transcript_shape():
+def test_real_sse_transcript_through_the_simulated_bench_client():
+    """The simulated `vllm bench serve` reads the real server's stream as vLLM's client does: the text of
+    every content chunk, the completion and prompt tokens from the usage chunk, TTFT and one ITL per further
+    content chunk (the transcript pins what the real server sent; the parser is the product's)."""
+    from tui.sim.bench import RequestOutput, _StreamState
+
     body = read("eagle3.completions.sse.txt").split("\n\n", 1)[1]
-    events = [e for e in body.split("\n\n") if e.strip()]
-    assert events[-1] == "data: [DONE]"
-    chunks = [json.loads(e[len("data: "):]) for e in events[:-1]]
-    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 8
-    assert all(c.get("usage") is None for c in chunks[:-1])
-    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+    messages = [e for e in body.split("\n\n") if e.strip()]
+    assert messages[-1] == "data: [DONE]"
+    chunks = [json.loads(e[len("data: "):]) for e in messages[:-1]]
+    content = [c for c in chunks if c["choices"]]
+    out = RequestOutput(prompt_len=0)
+    state = _StreamState(out, 0.0, (0, 32))
+    for m in messages:
+        state.message(m.encode("utf-8"))
+    assert state.first and len(out.itl) == len(content) - 1
+    assert out.generated_text == "".join(c["choices"][0]["text"] for c in content) and out.generated_text
+    assert out.output_tokens == 8 and out.prompt_len == 10  # from the usage chunk (vLLM >= 0.22 reads both)
+    old = RequestOutput(prompt_len=7)
+    older = _StreamState(old, 0.0, (0, 21))
+    for m in messages:
+        older.message(m.encode("utf-8"))
+    assert old.output_tokens == 8 and old.prompt_len == 7  # before 0.22 the client keeps its own prompt_len

@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL = "openai/gpt-oss-120b"
 SPEC_CONFIG = json.dumps({"method": "eagle3", "model": "RedHatAI/gpt-oss-120b-speculator.eagle3",
                           "num_speculative_tokens": 1})
-SIM = {"time_scale": 0.05, "weights_s": 0.1, "draft_s": 0.1, "hlo_s": 0.1, "compile_s": 0.1, "warmup_s": 0.1}
+SIM = {"time_scale": 0.05, "token_time_scale": 0.05,
+       "weights_s": 0.1, "draft_s": 0.1, "hlo_s": 0.1, "compile_s": 0.1, "warmup_s": 0.1}
 
 WORDS = ("summer winds blow fair things grow love time beauty eyes heart night day sweet rose youth age glass "
          "thou thy doth art shall when where gold light").split()

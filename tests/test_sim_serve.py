@@ -1,7 +1,7 @@
 """The simulated `vllm serve` (tui/sim/serve.py, engine_core.py, model.py, logs.py).
 
 Every server test spawns the real simulator (`python -m tui.sim serve ...`) in its own session on an
-ephemeral 127.0.0.1 port and kills the whole process group afterwards. Timings use a small time_scale.
+ephemeral 127.0.0.1 port and kills the whole process group afterwards. Timings use a small time_scale and token_time_scale.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ NEURON_CONFIG = {"neuron_config": {"quantization": "bf16", "num_batched_tokens_b
                                    "num_seqs_buckets": [1], "kv_segment_size_buckets": [512],
                                    "on_device_sampling_config": {"all_greedy": True}}}
 SPEC_CONFIG = {"method": "eagle3", "model": DRAFT, "num_speculative_tokens": 1}
-FAST = {"time_scale": 0.05, "weights_s": 4.0, "draft_s": 1.0, "hlo_s": 1.0, "compile_s": 4.0, "warmup_s": 1.0}
+FAST = {"time_scale": 0.05, "token_time_scale": 0.05,
+        "weights_s": 4.0, "draft_s": 1.0, "hlo_s": 1.0, "compile_s": 4.0, "warmup_s": 1.0}
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 

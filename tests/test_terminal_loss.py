@@ -91,7 +91,7 @@ class PtyApp:
 
 def _profile(tmp: Path) -> Path:
     prof = load_profile("demo").with_values({
-        "simulation.time_scale": 0.2, "benchmark.num_prompts": 4, "server.port": _free_port(),
+        "simulation.time_scale": 0.2, "simulation.token_time_scale": 0.2, "benchmark.num_prompts": 4, "server.port": _free_port(),
         "server.env": {"VLLM_CACHE_ROOT": str(tmp / "vllm-cache")}})
     path = tmp / "pty-demo.toml"
     path.write_text(prof.to_toml())

@@ -252,3 +252,42 @@ async def test_no_color_keeps_every_state_readable(monkeypatch):
         steps = app.query_one("#steps")
         assert steps._prompt("baseline").plain.startswith("✗ ") and steps._prompt("dataset").plain.startswith("✓ ")
         assert "✗ ERROR" in str(app.query_one("DiagnosisPanel").border_title)
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths shortened from the middle (tui/widgets/common.py)
+# ---------------------------------------------------------------------------------------------
+
+RUN = "/home/op/specdec-runs/gpt-oss-120b-eagle3-trn2-20250101-120000"
+
+
+def test_shorten_path_keeps_the_start_and_the_file_name():
+    from tui.widgets.common import shorten_path
+
+    assert shorten_path(RUN, 200) == RUN
+    for width in (60, 50, 45, 44):
+        out = shorten_path(RUN, width)
+        assert len(out) == width and out.endswith("/gpt-oss-120b-eagle3-trn2-20250101-120000")
+        assert out.startswith("/") and RUN.startswith(out.split("…")[0]) and out.count("…") == 1
+    assert shorten_path(RUN + "/baseline.serve.log", 20) == "…/baseline.serve.log"
+    # A file name that alone does not fit: the path is cut from its middle; degenerate widths stay in bounds.
+    out = shorten_path(RUN, 21)
+    assert len(out) == 21 and out == "/home/op/s…101-120000"
+    assert shorten_path(RUN, 1) == "…" and shorten_path(RUN, 0) == ""
+
+
+def test_shorten_paths_shortens_only_the_paths_in_a_line():
+    from tui.widgets.common import shorten_paths
+
+    line = f"── launched pid 4242; log: {RUN}/baseline.serve.log"
+    assert shorten_paths(line, 200) == line
+    out = shorten_paths(line, 60)
+    assert len(out) == 60 and out.startswith("── launched pid 4242; log: /home/")
+    assert out == "── launched pid 4242; log: /home/op/spec…/baseline.serve.log"
+    assert shorten_paths(line, 48) == "── launched pid 4242; log: /…/baseline.serve.log"
+    assert shorten_paths(line, 47) == "── launched pid 4242; log: …/baseline.serve.log"
+    assert shorten_paths(line, 30) == "── launched pid 4242; log: …/baseline.serve.log"  # as short as allowed
+    rel = "── launched pid 4242; log: specdec-runs/20260101-120000-demo/eagle3.serve.log"
+    assert shorten_paths(rel, 48) == "── launched pid 4242; log: spe…/eagle3.serve.log"
+    url = "GET http://127.0.0.1:8000/v1/models/and/a/long/route took a while, a/b is short"
+    assert shorten_paths(url, 20) == url  # URLs are left alone, and short paths stay whole

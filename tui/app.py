@@ -46,8 +46,9 @@ from .core.engine import EXIT_INTERRUPTED, Engine
 from .core.profile import Profile, ProfileError
 from .messages import EngineEvent, LogsPending, ProgressPending, StepSelected
 from .runplan import StepPlan, plan_for
-from .widgets.common import env_frozen
+from .widgets.common import env_frozen, shorten_path
 from .widgets.header import HeaderBar
+from .widgets.pathtext import PathText
 from .widgets.step_list import StepList
 
 if TYPE_CHECKING:
@@ -140,7 +141,7 @@ class SpecdecApp(App[int]):
             with Vertical(id="sidebar"):
                 yield StepList(self.plan.steps, self.plan.titles, id="steps")
                 yield Static("", id="next-hint", markup=False)
-                yield Static("", id="run-info", markup=False)
+                yield PathText(id="run-info", lines=2)
             with ContentSwitcher(id="panes", initial="pane-profile"):
                 yield ProfilePane(p, str(self.run_dir or ""))
                 for sid in self.plan.run_steps:
@@ -352,9 +353,9 @@ class SpecdecApp(App[int]):
         else:
             text = f"n run {self.title_of(c)}\na run all the rest"
         hint.update(text)
-        info = self.query_one("#run-info", Static)
         shown = self.run_dir is not None and (self.engine is not None or self.browse is not None)
-        info.update(f"Run dir:\n{self.run_dir}" if shown else "")
+        self.query_one("#run-info", PathText).set_path("Run dir:\n" if shown else "",
+                                                       str(self.run_dir) if shown else "")
 
     # -- the sink (called synchronously by the engine, on this loop) ---------------------------------------
     def sink(self, e: ev.Event) -> None:
@@ -452,7 +453,7 @@ class SpecdecApp(App[int]):
                 self.set_step_status(step, e.status, e.seconds, e.summary)
                 if e.status in ("failed", "unavailable", "interrupted") and self.engine is not None \
                         and not self._quitting:
-                    self.query_one(ProfilePane).unlock_for_retry(self.engine.profile)
+                    self.query_one(ProfilePane).unlock_for_retry(self.engine.profile, self._env_facts())
             self._update_header()
             return
         if isinstance(e, ev.RunFinished):
@@ -608,6 +609,16 @@ class SpecdecApp(App[int]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def _env_facts(self) -> dict[str, Any]:
+        """What the environment step found: its stored facts once it passed, else its failed attempt's own
+        (a TP 8 caught there still knows the cores and the HBM per core)."""
+        if self.engine is None:
+            return {}
+        res = self.engine.results.get("env")
+        if res is not None and res.facts:
+            return dict(res.facts)
+        return dict(self.engine.ctx.shared.get("env") or {})
 
     def _launch_pane(self) -> LaunchPane | None:
         pid = self.current_pane_id
@@ -853,7 +864,12 @@ class SpecdecApp(App[int]):
             paths = export_paths(path)
             self.results_pane.set_exports(paths, final=False)
         self.show_step("results")
-        self.notify("Wrote " + ", ".join(str(p) for p in paths.values()), timeout=8)
+        where = {str(p.parent) for p in paths.values()}
+        width = max(16, min(60, self.size.width // 2) - 4)  # a toast's text width (60 columns, at most half)
+        if len(where) == 1:
+            self.notify(f"Wrote {', '.join(paths)} in {shorten_path(where.pop(), width)}", timeout=8)
+        else:
+            self.notify("Wrote " + ", ".join(shorten_path(str(p), width) for p in paths.values()), timeout=8)
 
     # -- quitting -------------------------------------------------------------------------------------------------
     async def action_quit(self) -> None:

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 READY_LINE = "Application startup complete."
 STARTUPS: list[tuple[str, str, float | None]] = []  # (kind, role, seconds to the readiness line): reported
 # The simulator as vLLM 0.32 (argv, bench datasets), fast.
-SIM_CFG = {"vllm_version": "0.32.0", "time_scale": 0.05, "weights_s": 4.0, "draft_s": 1.0, "hlo_s": 1.0,
+SIM_CFG = {"vllm_version": "0.32.0", "time_scale": 0.05, "token_time_scale": 0.05, "weights_s": 4.0, "draft_s": 1.0, "hlo_s": 1.0,
            "compile_s": 4.0, "warmup_s": 1.0, "acceptance": 0.7}
 
 

@@ -375,6 +375,26 @@ def precompile_cache_fact(rec: FactRecorder, plugin_version: str | None, environ
                 'set VLLM_NEURON_BACKEND = "neuron_native" in [server.env] to reuse compiled graphs across launches')
 
 
+def hbm_need_per_core(weights: float, tp: int) -> float:
+    """HBM one logical core needs at tensor-parallel-size tp: its share of the weights plus the runtime."""
+    return weights / max(int(tp), 1) + OVERHEAD_PER_RANK
+
+
+def hbm_budget(parsed: NeuronLs | None, target: str, draft: str | None, profile: Any) -> tuple[int | None, int | None]:
+    """(HBM per logical core, bytes of target + draft weights): the inputs of the HBM fit, None where unknown."""
+    if parsed is None:
+        return None, None
+    per_dev = parsed.hbm_per_device
+    cores_per_dev = max((len(d.core_ids) for d in parsed.devices), default=0)
+    per_core = per_dev // cores_per_dev if per_dev and cores_per_dev else None
+    bpp, dtype = bytes_per_param(profile)
+    w, _ = weight_bytes(target, bpp, dtype)
+    if w is None:
+        return per_core, None
+    dw = (weight_bytes(draft, bpp, dtype)[0] or 0) if draft else 0
+    return per_core, w + dw
+
+
 def hbm_fit_fact(rec: FactRecorder, parsed: NeuronLs, tp: int, target: str, draft: str | None,
                  profile: Any) -> bool | None:
     """Weights of target (+ draft) spread over TP logical cores vs the HBM each logical core owns."""
@@ -392,7 +412,7 @@ def hbm_fit_fact(rec: FactRecorder, parsed: NeuronLs, tp: int, target: str, draf
         return None
     dw, dhow = weight_bytes(draft, bpp, dtype) if draft else (0, "")
     dw = dw or 0
-    need = (w + dw) / tp + OVERHEAD_PER_RANK
+    need = hbm_need_per_core(w + dw, tp)
     detail = (f"{target}: {fmt_bytes(w)} of weights ({how})" + (f" + draft {fmt_bytes(dw)}" if dw else "")
               + f", over TP{tp} = {_gib(need)} per logical core incl. ~{_gib(OVERHEAD_PER_RANK)} runtime; each logical "
               f"core owns {_gib(per_core)} HBM ({fmt_bytes(per_dev, 'GiB')} per device / {cores_per_dev} logical cores, "

@@ -193,6 +193,8 @@ SCHEMA: dict[str, dict[str, Spec]] = {
     },
     "simulation": {
         "time_scale": Spec("float", 1.0, lambda v: 0 < v <= 100, "a number > 0 and ≤ 100 (1.0 = real time)"),
+        "token_time_scale": Spec("float", 1.0, lambda v: 0 < v <= 100,
+                                 "a number > 0 and ≤ 100 (1.0 = real time; TTFT and decode steps)"),
         "hub": Spec("bool", True, None, "true or false (start the loopback hub and dataset mirror)"),
         "vllm_version": Spec("str", "0.24.0", _nonempty, 'a vLLM version such as "0.24.0"'),
         "weights_s": Spec("float", 4.0, _rng(0, 36000), "seconds ≥ 0"),

@@ -10,7 +10,8 @@ ENV_VAR = "SPECDEC_SIM"
 
 # Demo-like defaults used when the simulator runs without a profile (ready within about 10 s).
 DEFAULTS: dict[str, Any] = {
-    "time_scale": 1.0,
+    "time_scale": 1.0,  # startup phases (weights, compile, warmup)
+    "token_time_scale": 1.0,  # serving: TTFT and decode steps
     "vllm_version": "0.24.0",
     "weights_s": 2.0,
     "draft_s": 0.5,

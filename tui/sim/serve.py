@@ -27,7 +27,8 @@
   (the tutorial's draft was trained on chat data).
 - faults and timing come from SPECDEC_SIM (see tui/sim/config.py); the maths lives in tui/sim/model.py.
 
-Durations in logs and metrics are simulated seconds (wall time / time_scale).
+Durations in logs and metrics are simulated seconds: startup phases run at wall time / time_scale, serving
+(TTFT, decode steps, the stats interval) at wall time / token_time_scale.
 """
 
 from __future__ import annotations
@@ -420,7 +421,7 @@ class ServingState:
         self.cfg = cfg
         self.log = log
         self.engine = engine
-        self.scale = float(cfg.get("time_scale") or 1.0)
+        self.scale = float(cfg.get("token_time_scale") or 1.0)  # serving timing; startup uses time_scale
         self.fault = str(cfg.get("fault") or "none")
         spec = ea.get("speculative_config")
         self.k = int(spec.get("num_speculative_tokens") or 1) if spec else 0

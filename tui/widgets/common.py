@@ -134,3 +134,57 @@ def shorten(text: str, width: int) -> str:
     if width <= 1:
         return text[:width]
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def shorten_path(path: str, width: int) -> str:
+    """`path` in at most `width` columns, shortened from the middle: the start and the file name stay, an
+    ellipsis replaces what lies between ("/home/me/specdec-…/report.md", or "…/report.md" at the least). When
+    not even that fits, the whole path is cut from its middle (its start, the end of the name)."""
+    if width <= 0:
+        return ""
+    if len(path) <= width:
+        return path
+    if width == 1:
+        return "…"
+    cut = path.rstrip("/").rfind("/")
+    tail = path[cut:] if cut > 0 else ""
+    room = width - 1 - len(tail)
+    if tail and room >= 0:
+        return path[:room] + "…" + tail
+    left = (width - 1 + 1) // 2
+    right = width - 1 - left
+    return path[:left] + "…" + (path[-right:] if right else "")
+
+
+# A file system path in running text: a word with a "/" in it (absolute, ~/, ./ or relative), not a URL.
+_PATH_RE = re.compile(r"(?<![\w:/.~-])[\w.~-]*/[^\s;,'\"()\[\]]+")
+
+
+def shorten_paths(text: str, width: int, min_path: int = 12) -> str:
+    """`text` with its paths shortened from the middle (longest first) until it fits `width` columns; a path
+    keeps at least `min_path` columns and its file name ("…/name"). Text without paths, or that still does not
+    fit, is returned with the paths as short as allowed."""
+    over = len(text) - width
+    if over <= 0:
+        return text
+    spans = sorted(((m.start(), m.end()) for m in _PATH_RE.finditer(text)), key=lambda s: s[0] - s[1])
+    new = {}
+    for start, end in spans:
+        if over <= 0:
+            break
+        path = text[start:end]
+        name = len(path) - max(path.rstrip("/").rfind("/"), 0)
+        target = max(len(path) - over, min(min_path, len(path)), min(name + 1, len(path)))
+        if target < len(path):
+            new[start] = (end, shorten_path(path, target))
+            over -= len(path) - target
+    if not new:
+        return text
+    out, pos = [], 0
+    for start in sorted(new):
+        end, short = new[start]
+        out.append(text[pos:start])
+        out.append(short)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)

@@ -29,7 +29,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Input, Static
 
-from .common import clean_text
+from .common import clean_text, shorten_paths
 
 _ERR_RE = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|Traceback \(most recent|\b[A-Za-z]+(?:Error|Exception):")
 _WARN_RE = re.compile(r"\bWARN(?:ING)?\b")
@@ -286,7 +286,11 @@ class LogView(ScrollView, can_focus=True):
             gutter, style = "! ", base + self._style("logview--warning")
         else:
             gutter, style = "  ", base
-        segs = [Segment(gutter, base + self._style("logview--gutter")), Segment(e.text, style)]
+        text = e.text
+        shown = self.scrollable_content_region.width  # without the vertical scrollbar
+        if e.kind != "line" and scroll_x == 0 and len(text) + 2 > shown:
+            text = shorten_paths(text, shown - 2)  # an engine notice: its paths shortened from the middle
+        segs = [Segment(gutter, base + self._style("logview--gutter")), Segment(text, style)]
         if e.ranks > 1 and self.mode == "collapsed":
             segs.append(Segment("  ", base))
             segs.append(Segment(f"×{e.ranks}", base + self._style("logview--count")))

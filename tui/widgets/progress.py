@@ -39,11 +39,15 @@ class ProgressLine(Static):
         self.idle_text = idle_text
         self.idle_dim = True
         self.prefix = ""  # e.g. "sonnet 2/3": which workload and repeat of a tune arm runs
+        self.choices: list[str] = []  # set_choices: the forms of a final summary, widest first
 
     def set_prefix(self, prefix: str) -> None:
         if prefix != self.prefix:
             self.prefix = prefix
             self._draw()
+
+    def on_resize(self) -> None:
+        self._draw()  # the bar's width and the summary's form follow the width
 
     def on_mount(self) -> None:
         self._draw()
@@ -56,11 +60,25 @@ class ProgressLine(Static):
 
     def set_text(self, text: str, dim: bool = True) -> None:
         """No bar: just `text` (dim for an idle hint, plain for a final summary)."""
-        self.idle_text = text
+        self.set_choices([text], dim)
+
+    def set_choices(self, choices: list[str], dim: bool = False) -> None:
+        """No bar: the first of `choices` whose every line fits the width (continuation lines are indented
+        under the first); the last one when none does. Redrawn on resize."""
+        self.choices = list(choices) or [""]
         self.idle_dim = dim
         self.fraction = None
         self.text = ""
         self._draw()
+
+    def _pick(self) -> str:
+        room = self.size.width - 7
+        if room <= 0:
+            return self.choices[0]
+        for c in self.choices:
+            if all(len(line) <= room for line in c.split("\n")):
+                return c
+        return self.choices[-1]
 
     def _draw(self) -> None:
         t = Text(no_wrap=True, overflow="ellipsis")
@@ -69,8 +87,14 @@ class ProgressLine(Static):
             t.append(self.prefix, style="bold")
             t.append(" · ")
         if not self.text:
-            t.append(self.idle_text, style="dim" if self.idle_dim else "")
+            text = self._pick() if self.choices else self.idle_text
+            t.append(text.replace("\n", "\n" + " " * 7), style="dim" if self.idle_dim else "")
+            lines = text.count("\n") + 1
+            if self.styles.height is None or self.styles.height.value != lines:
+                self.styles.height = lines
         else:
+            if self.styles.height is not None and self.styles.height.value != 1:
+                self.styles.height = 1
             if self.fraction is not None:
                 # Narrow panes (80 columns) get a shorter bar so the counts and the ETA are never cut.
                 width = self.bar_width if self.size.width == 0 or self.size.width >= 60 else max(4, self.bar_width // 2)

@@ -11,7 +11,8 @@ VLLM_CPU_KVCACHE_SPACE). A stand-in platform (the simulator) is seen through the
 Stored for later steps (StepResult.facts, i.e. ctx.shared["env"]):
   platform, simulated (reported only), vllm_version, vllm_neuron_version, neuron_sdk, python / vllm_python
   (interpreter path), python_version, sonnet_available, bench_prints_spec_decode, bench_has_pandas,
-  bench_has_transformers, instance_type, neuron_devices, logical_cores, lnc, hbm_fits, hf_hub_cache,
+  bench_has_transformers, instance_type, neuron_devices, logical_cores, lnc, hbm_fits, hbm_per_core (bytes),
+  weights_bytes (target + draft), busy_cores (logical cores held by other processes), hf_hub_cache,
   vllm_cache_root, compile_cache_dir, compile_cache_entries, port_free; cuda: gpus, visible_gpus,
   driver_version, cuda_version; cpu: cpu_isa, cpu_cores.
 Artifact: env.json (facts, stored values, probe output, neuron-ls / nvidia-smi, SDK signals).
@@ -207,6 +208,9 @@ async def run(ctx: StepContext) -> StepResult:
         plat.neuron_ls_facts(rec, nls, parsed, nodes, tp, needed)
         shared["hbm_fits"] = (plat.hbm_fit_fact(rec, parsed, tp, target, draft, prof)
                               if parsed is not None else None)
+        shared["hbm_per_core"], shared["weights_bytes"] = plat.hbm_budget(parsed, target, draft, prof)
+        shared["busy_cores"] = (sorted({c for d in parsed.devices if d.processes for c in d.core_ids})
+                                if parsed is not None else None)
         shared["neuron_sdk"] = plat.sdk_fact(rec, prof.environment.min_neuron_sdk, tools_ver, tools_src, cc_ver,
                                              cc_src, dists.get("vllm-neuron"))
     elif platform == "cuda":
