@@ -31,26 +31,54 @@ def run_label(report: dict[str, Any], index: int) -> str:
     return Path(str(rd)).name if rd else f"run {index + 1}"
 
 
-def compare_table(reports: list[dict[str, Any]]) -> Table:
-    """The same columns and rows as headless `compare` (tui.core.compare): one column per run (a tune run: per
-    arm and workload), the verdict styled by glyph and weight as well as colour."""
+SCREEN_ROWS_LEFT_OUT = ("Verdict", "Target")  # long sentences: in the legend under the table
+
+
+def screen_columns(reports: list[dict[str, Any]], width: int) -> list[dict[str, Any]]:
+    """headless compare's columns; when they do not fit the width, a tune run keeps only its recommended arm per
+    workload (`compare --headless` prints every arm)."""
     cols = compare_columns(reports)
+    if len(cols) > max(1, (width - 18) // 15):
+        cols = [c for c in cols if c.get("recommended") is not False]
+    return cols
+
+
+def _short_title(title: str) -> str:
+    """A run directory's name without its timestamp prefix (20260101-130000-demo → demo)."""
+    import re
+
+    return re.sub(r"^\d{8}-\d{6}-", "", title)
+
+
+def compare_table(reports: list[dict[str, Any]], width: int = 200) -> Table:
+    """The columns and rows of headless `compare` (tui.core.compare), fitted to the width."""
+    cols = screen_columns(reports, width)
     multi: dict[str, int] = {}
     for c in cols:
         multi[c["run"]] = multi.get(c["run"], 0) + 1
     table = Table(box=box.SIMPLE_HEAD, expand=True, show_edge=False, pad_edge=False)
     table.add_column("", no_wrap=True, style="bold", min_width=10, max_width=16)
     for c in cols:
-        table.add_column(column_title(c, multi), ratio=1, overflow="fold")
+        table.add_column(_short_title(column_title(c, multi)), ratio=1, overflow="fold")
     for label, *cells in compare_rows(cols):
-        styled = []
-        for c in cells:
-            if label == "Verdict" and c[:1] in ("✓", "✗"):
-                styled.append(Text(c, style=status_style("green") if c.startswith("✓") else status_style("bold red")))
-            else:
-                styled.append(Text(c))
-        table.add_row(label, *styled)
+        if label in SCREEN_ROWS_LEFT_OUT:
+            continue
+        table.add_row(label, *(Text(c) for c in cells))
     return table
+
+
+def verdicts_text(reports: list[dict[str, Any]], labels: list[str], paths: list[str]) -> Text:
+    """Each run's verdict (✓/✗ and weight as well as colour) and its directory."""
+    t = Text()
+    t.append("Runs:", style="bold")
+    for rep, lab, path in zip(reports, labels, paths):
+        v = rep.get("verdict") or {}
+        ok = bool(v.get("ok")) if isinstance(v, dict) else False
+        t.append(f"\n{'✓' if ok else '✗'} {_short_title(lab)}: ", style=status_style("green") if ok else status_style("bold red"))
+        t.append(str((v or {}).get("text") or "no verdict"))
+        if path and path != lab:
+            t.append(f"\n  {path}", style="dim")
+    return t
 
 
 class CompareScreen(Screen[None]):
@@ -75,19 +103,18 @@ class CompareScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(f"specdec-tui · compare {len(self.reports)} runs", id="compare-title", markup=False)
         with VerticalScroll(id="compare-scroll"):
-            yield Static(compare_table(self.reports), id="compare-table")
-            legend = Text()
-            legend.append("Runs: ", style="bold")
-            for lab, path in zip(self.labels, self.paths):
-                legend.append(f"\n {lab}")
-                if path and path != lab:
-                    legend.append(f"  {path}", style="dim")
-            legend.append("\nspecdec-tui --open RUN_DIR shows one run's steps, logs and matrix.", style="dim")
+            yield Static(compare_table(self.reports, self.app.size.width), id="compare-table")
+            legend = verdicts_text(self.reports, self.labels, self.paths)
+            legend.append("\nA tune run too wide for the screen shows its recommended arms; `compare --headless` "
+                          "prints every arm, `--open RUN_DIR` one run's steps, logs and matrix.", style="dim")
             yield Static(legend, id="compare-legend")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#compare-scroll").focus()
+
+    def on_resize(self) -> None:
+        self.query_one("#compare-table", Static).update(compare_table(self.reports, self.size.width))
 
     def action_close(self) -> None:
         if len(self.app.screen_stack) > 2 or not isinstance(self.app, CompareApp):
@@ -120,4 +147,4 @@ def run_compare_app(reports: list[dict[str, Any]], labels: list[str] | None = No
     return 0 if result is None else int(result)
 
 
-__all__ = ["CompareScreen", "CompareApp", "run_compare_app", "compare_table", "run_label"]
+__all__ = ["CompareScreen", "CompareApp", "run_compare_app", "compare_table", "screen_columns", "run_label"]

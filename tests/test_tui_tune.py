@@ -335,7 +335,9 @@ async def test_compare_screen_shows_runs_side_by_side(tmp_path):
     cols = compare_columns([two, tuned])
     rows = {r[0]: r[1:] for r in compare_rows(cols)}
     assert rows["Profile"][0] == "demo (simulated)" and rows["Profile"][-1] == "tune-demo (simulated)"
-    assert len(compare_table([two, tuned]).columns) == 1 + len(cols)  # the screen shows the headless columns
+    assert len(compare_table([two, tuned]).columns) == 1 + len(cols)  # wide: the headless columns
+    narrow = compare_table([two, tuned], 80)  # 80 columns: the two-arm run and the tune run's recommended arms
+    assert len(narrow.columns) == 1 + len([c for c in cols if c["recommended"] is not False]) < 1 + len(cols)
     app = CompareApp([two, tuned])
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
