@@ -267,11 +267,11 @@ def recommendation_text(matrix: dict[str, Any]) -> Text:
         icon = "✗" if stop else ("★" if arm_id else "·")
         t.append(f"{icon} {w}: ", style=status_style("bold red") if stop else "bold")
         t.append(str(rec.get("text") or "no recommendation"), style=status_style("bold red") if stop else "bold")
-        if arm_id in arms and not stop:
+        if arm_id in arms and not stop and "x baseline" not in str(rec.get("text") or ""):
             sp = cell_of(matrix, arm_id, w).get("speedup") or {}
             if _num(sp.get("ratio")) is not None:
                 t.append(f" · {sp['ratio']:.2f}x {_interval(sp.get('ci95'), 2)}".rstrip())
-        reason = rec.get("reason")
+        reason = str(rec.get("reason") or "").split(";")[0].strip()  # its first clause: 80x24 holds two workloads
         if reason:
             t.append(f"\n  {reason}", style="dim" if not stop else "")
     if first:
