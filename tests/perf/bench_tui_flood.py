@@ -2,6 +2,7 @@
 
     python tests/perf/bench_tui_flood.py                  # 20k lines/s for 30 s at 80×24
     python tests/perf/bench_tui_flood.py --rate 50000 --seconds 10 --no-pipeline
+    python tests/perf/bench_tui_flood.py --servers 4 --rate 8000   # four arms' servers streaming at once
 
 The script starts the real app in a child process on a pseudo-terminal (so every frame is really
 rendered and written, as over SSH), puts it on the Baseline launch pane, and feeds it `--rate` lines
@@ -67,22 +68,26 @@ def _lines():
                    f"- INFO - model_runner.py:{100 + i % 400} - {text}")
 
 
-async def _flood(app, rate: float, seconds: float, pipeline: bool, stats: dict) -> None:
+async def _flood(app, rate: float, seconds: float, pipeline: bool, stats: dict,
+                 steps: tuple[str, ...] = ("baseline",)) -> None:
+    """Feed `rate` lines per second in total, spread over `steps` (several servers streaming at once)."""
     from tui.core import events as ev
 
-    if pipeline:
-        from tui.core.logwatch import ServeLogWatcher
+    feeds = []
+    for step in steps:
+        if pipeline:
+            from tui.core.logwatch import ServeLogWatcher
 
-        watcher = ServeLogWatcher(app.sink, "baseline", speculative=False, verbose_lines=True)
-        feed = watcher.on_line
-    else:
-        counter = iter(range(1 << 62))
+            feeds.append(ServeLogWatcher(app.sink, step, speculative=step != "baseline", verbose_lines=True).on_line)
+        else:
+            counter = iter(range(1 << 62))
 
-        def feed(raw: str, ts: float) -> None:
-            app.sink(ev.LogLine("baseline", raw, "serve", ts))
-            app.sink(ev.CleanLog("baseline", next(counter), raw[-80:], None, "ERROR" in raw))
+            def one(raw: str, ts: float, step: str = step, counter=counter) -> None:
+                app.sink(ev.LogLine(step, raw, "serve", ts))
+                app.sink(ev.CleanLog(step, next(counter), raw[-80:], None, "ERROR" in raw))
 
-    gen = _lines()
+            feeds.append(one)
+    gens = [_lines() for _ in feeds]  # each server its own stream (its ranks' repeats stay together)
     sent = 0
     t0 = time.monotonic()
     while True:
@@ -92,8 +97,9 @@ async def _flood(app, rate: float, seconds: float, pipeline: bool, stats: dict) 
             break
         due = int(rate * el) - sent
         ts = time.time()
-        for _ in range(max(0, due)):
-            feed(next(gen), ts)
+        for i in range(max(0, due)):
+            k = i % len(feeds)
+            feeds[k](next(gens[k]), ts)
         sent += max(0, due)
         await asyncio.sleep(0.005)
     stats["sent"] = sent
@@ -108,19 +114,25 @@ def child(args: argparse.Namespace) -> None:
     from tui.core.profile import load_profile
 
     stats: dict = {}
-    app = SpecdecApp(load_profile("demo"), Path(args.tmp) / "run")
+    servers = int(args.servers)
+    profile = load_profile("tune-demo" if servers > 1 else "demo")
+    app = SpecdecApp(profile, Path(args.tmp) / "run")
+    from tui.core.arms import arms_of
+
+    steps = tuple(a.id for a in arms_of(profile))[:servers] if servers > 1 else ("baseline",)
 
     async def start() -> None:
         app.query_one(ProfilePane).lock_profile()
-        app.set_step_status("profile", "passed", 0.0, "demo")
+        app.set_step_status("profile", "passed", 0.0, profile.name)
         app.busy = "baseline"
-        app.sink(ev.StepStarted("baseline", "Baseline server"))
+        for sid in steps:  # tune.parallel: every arm's server streams its log while the first one is shown
+            app.sink(ev.StepStarted(sid, sid))
         app.show_step("baseline")
         app.query_one("#pane-baseline").log_view.focus()
         await asyncio.sleep(float(args.warmup))
         with open(Path(args.tmp) / "ready", "w") as f:
             f.write("1")
-        await _flood(app, args.rate, args.seconds, not args.no_pipeline, stats)
+        await _flood(app, args.rate, args.seconds, not args.no_pipeline, stats, steps)
         stats["lines_in_app"] = app.log_lines_in
         stats["rss_self_peak_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         (Path(args.tmp) / "stats.json").write_text(json.dumps(stats))
@@ -170,7 +182,7 @@ def parent(args: argparse.Namespace) -> int:
                HOME=tmp, XDG_CACHE_HOME=str(Path(tmp) / "cache"), TEXTUAL_ANIMATIONS="none")
     env.pop("NO_COLOR", None)
     argv = [sys.executable, str(Path(__file__).resolve()), "--child", "--tmp", tmp, "--rate", str(args.rate),
-            "--seconds", str(args.seconds), "--warmup", str(args.warmup)]
+            "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--servers", str(args.servers)]
     if args.no_pipeline:
         argv.append("--no-pipeline")
     proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=tmp,
@@ -236,7 +248,8 @@ def parent(args: argparse.Namespace) -> int:
         k = min(len(lat_ms) - 1, max(0, int(round(p / 100 * (len(lat_ms) - 1)))))
         return lat_ms[k]
 
-    print(f"terminal {args.cols}×{args.rows}, flood {args.rate:.0f} lines/s for {args.seconds:.0f} s "
+    print(f"terminal {args.cols}×{args.rows}, {args.servers} server log(s) streaming, "
+          f"flood {args.rate:.0f} lines/s in total for {args.seconds:.0f} s "
           f"({'engine log pipeline' if not args.no_pipeline else 'raw events'})")
     print(f"lines fed: {sent} ({sent / flood_s:.0f}/s achieved); lines reaching the app's sink: "
           f"{stats.get('lines_in_app', '?')}")
@@ -253,6 +266,8 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=30, help="flood duration (default 30)")
     p.add_argument("--interval", type=float, default=0.25, help="seconds between key presses (default 0.25)")
     p.add_argument("--warmup", type=float, default=1.0, help="seconds before the flood starts")
+    p.add_argument("--servers", type=int, default=1,
+                   help="servers streaming at once (tune-demo's arms, as with [tune] parallel; default 1)")
     p.add_argument("--cols", type=int, default=80)
     p.add_argument("--rows", type=int, default=24)
     p.add_argument("--no-pipeline", action="store_true", help="send events straight to the sink (skip the "

@@ -90,11 +90,17 @@ def plugin_for_vllm(vllm_version: str) -> tuple[str, str | None]:
 # ---------------------------------------------------------------------------------------------
 
 
+TRN2_RAM_KIB = 2048 << 20  # 2 TiB
+
+
 def build_sysroot(root: Path) -> None:
     dmi = root / "sys/devices/virtual/dmi/id"
     dmi.mkdir(parents=True, exist_ok=True)
     (dmi / "product_name").write_text(INSTANCE_TYPE + "\n")
     (dmi / "board_asset_tag").write_text(INSTANCE_ID + "\n")
+    (root / "proc").mkdir(parents=True, exist_ok=True)  # a trn2.48xlarge's host memory (2 TiB), mostly free
+    (root / "proc/meminfo").write_text(f"MemTotal:       {TRN2_RAM_KIB} kB\nMemFree:        {TRN2_RAM_KIB - (8 << 20)} kB\n"
+                                       f"MemAvailable:   {TRN2_RAM_KIB - (8 << 20)} kB\n")
     (root / "dev").mkdir(parents=True, exist_ok=True)
     claims_dir(root).mkdir(parents=True, exist_ok=True)  # who holds which cores (tui/sim/cores.py)
     for i in range(DEVICES):

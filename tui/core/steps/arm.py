@@ -252,13 +252,12 @@ def _pool(ctx: StepContext, arm: Any) -> LaunchPool | None:
     arms = arms[[a.id for a in arms].index(arm.id):] if arm in arms else [arm]
     facts = core_facts(ctx.shared.get("env") or {})
     tp, pp = int(s.tensor_parallel_size), int(s.get("pipeline_parallel_size", 1))
-    try:
-        import psutil
+    avail = (ctx.shared.get("env") or {}).get("host_ram_available")
+    ram_free = avail / (1 << 30) if isinstance(avail, (int, float)) else None
+    from ..placement import estimate_ram_per_server_gib
 
-        ram_free = psutil.virtual_memory().available / (1 << 30)
-    except Exception:
-        ram_free = None
-    n, reasons = capacity_check(len(arms), tp, facts, ram_free, None, pp=pp)
+    per_server = estimate_ram_per_server_gib((ctx.shared.get("env") or {}).get("weights_bytes"))
+    n, reasons = capacity_check(len(arms), tp, facts, ram_free, per_server, pp=pp)
     if n < 2:
         ctx.emit(Notice(arm.id, "warning", "tune.parallel: the arms launch one at a time: "
                                            + ("; ".join(reasons) or "only one core range is free")))

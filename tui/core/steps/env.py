@@ -78,6 +78,20 @@ NVIDIA_QUERY = "--query-gpu=index,name,memory.total,memory.used,driver_version"
 _env_lookup = plat.env_lookup
 
 
+def host_ram_available(root: Any) -> int | None:
+    """MemAvailable in bytes: the root's /proc/meminfo (a stand-in platform's), else this host's."""
+    text = read_text(under(root, "proc/meminfo"))
+    avail = plat.parse_meminfo(text)[1] if text else None
+    if avail is None:
+        try:
+            import psutil
+
+            avail = int(psutil.virtual_memory().available)
+        except Exception:  # pragma: no cover - psutil is a dependency
+            avail = None
+    return avail
+
+
 async def _neuron_ls(exe: str | None, environ: dict[str, str]) -> dict[str, Any]:
     if not exe:
         return {"found": False}
@@ -202,6 +216,7 @@ async def run(ctx: StepContext) -> StepResult:
         shared["logical_cores"] = parsed.logical_cores if parsed else None
         shared["lnc"] = parsed.lnc if parsed else None
         shared["neuron_ls"] = parsed.as_dict() if parsed else None  # busy cores and their pids (parallel arms)
+        shared["host_ram_available"] = host_ram_available(root)  # the parallel arms' capacity check
         plat.instance_fact(rec, expected_type, actual_type, dmi_src)
         plat.devices_fact(rec, root, nodes, expected_type or actual_type or "")
         needed = plat.needed_cores(rec, tp, environ, server_env)
