@@ -394,8 +394,9 @@ def test_sim_sonnet_before_0_32_is_deprecated(server, tmp_path, version):
             in r.stderr)
     res = parse_result_json(tmp_path / "s.json")
     assert res.completed == 4 and res.failed == 0 and res.spec is not None and res.latencies is not None
+    # The custom dataset exists before 0.32 too (vLLM has had it since 0.9): it needs its JSONL, as vLLM says.
     r = sim_bench(["--model", MODEL, "--dataset-name", "custom"], tmp_path, version)
-    assert r.returncode == 2 and "invalid choice: 'custom'" in r.stderr  # the simulator keeps < 0.32 on sonnet
+    assert r.returncode == 1 and "dataset_path must be provided for loading data." in r.stderr
 
 
 def test_first_request_error_from_the_simulator_dead_server(tmp_path):
@@ -461,6 +462,7 @@ def test_bench_against_dead_server_fails_the_step_with_diagnosis(tmp_path):
         result_facts: dict = {}
 
     sr = SR()
+    sr.prof = prof  # the profile the server runs (a tune arm's own)
     sr.facts = FactRecorder(ctx, "baseline")
     asyncio.run(run_benchmark(ctx, sr))
     assert sr.facts.status() == "failed"

@@ -97,6 +97,12 @@ def test_tune_matrix_end_to_end(tmp_path: Path):
             bprobe = json.loads((run_dir / f"baseline.{wl}.probe.json").read_text())
             same = sum(a["text"] == b["text"] for a, b in zip(probe["requests"], bprobe["requests"]))
             assert cell["lossless"]["prompts"] == 3 and cell["lossless"]["identical"] == same
+            # Per-request spec-decode metrics (the simulator plays vLLM 0.29, which has them): the probe's own.
+            specs = [r["spec"] for r in probe["requests"]]
+            assert all(x is not None for x in specs) and cell["per_request"]["n"] == 3
+            assert cell["per_request"]["mean_acceptance_length"] == pytest.approx(
+                statistics.mean(x["mean_acceptance_length"] for x in specs), abs=1e-3)
+            assert all(r["spec"] is None for r in bprobe["requests"])  # never on the baseline
             assert probe["endpoint"] == ("/v1/chat/completions" if wl == "chat" else "/v1/completions")
     # k = 2's acceptance length predicted for k' = 1 from its own per-position marginals.
     k2 = m["cells"]["eagle3-k2"]["sonnet"]
@@ -173,3 +179,27 @@ def test_parallel_arms_launch_on_disjoint_core_ranges(tmp_path: Path):
         assert f"NEURON_VISIBLE_DEVICES={p['neuron_visible_devices']}" in cmd and f"--port {p['port']}" in cmd
     rep = load_report(run_dir)
     assert all(rep["matrix"]["cells"][a]["sonnet"]["repeats"] == 1 for a in placed)
+
+
+def test_own_prompts_workload(tmp_path: Path):
+    """tune.prompts_file: the operator's own prompts, benchmarked and probed like the bundled ones; a bad line
+    stops the arm with the file, the line and the fix."""
+    own = tmp_path / "mine.jsonl"
+    own.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"Explain item {i} briefly."}]}) + "\n"
+                           for i in range(6)))
+    prof = tune_variant(tmp_path, name="tune-own", **{"tune.workloads": ["own"], "tune.repeats": 1,
+                                                     "tune.num_speculative_tokens": [1], "tune.probe_prompts": 2,
+                                                     "tune.prompts_file": str(own)})
+    run_dir = tmp_path / "run"
+    out = run_cli(tmp_path, "--profile", str(prof), "--headless", "--json", "--run-dir", str(run_dir), timeout=600)
+    rep = json.loads(out.stdout)
+    assert rep["matrix"]["workloads"] == ["own"], out.stderr[-3000:]
+    probe = json.loads((run_dir / "eagle3-k1.own.probe.json").read_text())
+    assert probe["endpoint"] == "/v1/chat/completions" and len(probe["requests"]) == 2
+    rows = [json.loads(x) for x in (run_dir / "own.custom.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 and "Explain item 0 briefly." in rows[0]["prompt"]
+    assert rep["matrix"]["cells"]["eagle3-k1"]["own"]["repeats"] == 1
+    own.write_text('{"messages": [{"role": "user", "content": "ok"}]}\n{"prompt": 3}\n')
+    bad = run_cli(tmp_path, "--profile", str(prof), "--headless", "--run-dir", str(tmp_path / "run2"), timeout=600)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert "mine.jsonl" in bad.stderr and "line 2" in bad.stderr

@@ -802,7 +802,8 @@ def create_app(st: ServingState):
             return _err(f"The model `{model}` does not exist.", "NotFoundError", 404)
         return model or st.served[0]
 
-    async def completions(request: Request) -> Response:
+    async def _request(request: Request) -> tuple[dict[str, Any], str] | Response:
+        """The checks every generation route makes first, as vLLM does: the API key, a JSON body, the model."""
         if (r := unauthorized(request)) is not None:
             return r
         body = await _body(request)
@@ -811,6 +812,13 @@ def create_app(st: ServingState):
         model = _model(body)
         if isinstance(model, Response):
             return model
+        return body, model
+
+    async def completions(request: Request) -> Response:
+        got = await _request(request)
+        if isinstance(got, Response):
+            return got
+        body, model = got
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
             prompt = prompt[0]
@@ -906,14 +914,10 @@ def create_app(st: ServingState):
         return out
 
     async def chat_completions(request: Request) -> Response:
-        if (r := unauthorized(request)) is not None:
-            return r
-        body = await _body(request)
-        if isinstance(body, Response):
-            return body
-        model = _model(body)
-        if isinstance(model, Response):
-            return model
+        got = await _request(request)
+        if isinstance(got, Response):
+            return got
+        body, model = got
         messages = _messages(body)
         if isinstance(messages, Response):
             return messages
