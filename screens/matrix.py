@@ -6,7 +6,7 @@ is the arm whose per-position acceptance is drawn), the baseline-vs-baseline noi
 vs k per workload with its 95 % interval, per-position acceptance (marginal and conditional) of the selected
 arm with the acceptance length predicted for every k' ≤ k, then the checks, diagnostics and exported files.
 
-The matrix dict is report.json's `matrix` (see /work/coord/tune-design.md): workloads, arms, cells[arm][workload],
+The matrix dict is report.json's `matrix` (its shape: tui/core/stats.py, build_matrix): workloads, arms, cells[arm][workload],
 recommendation[workload], noise_floor[workload].
 """
 

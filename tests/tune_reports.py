@@ -1,5 +1,5 @@
 """Builders of realistic bench facts, arm facts and report.json dicts for the stats / gates / compare tests
-(shapes as in tui/core/steps/bench.py bench_facts and /work/coord/tune-design.md)."""
+(shapes as in tui/core/steps/bench.py bench_facts and tui/core/stats.py)."""
 
 from __future__ import annotations
 

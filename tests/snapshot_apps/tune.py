@@ -1,5 +1,5 @@
 """Deterministic synthetic events of a tune run (baseline + EAGLE3 k = 1, 2, 3 × 3 repeats, sonnet and chat) and
-matrix dicts as the design contract (/work/coord/tune-design.md) shapes them, for snapshot and Pilot tests; and
+matrix dicts as tui/core/stats.py (build_matrix) shapes them, for snapshot and Pilot tests; and
 a finished run directory written from the same numbers, for `--open`.
 
 The numbers follow the tutorial's calibration: on sonnet k = 1 wins and its interval overlaps k = 2's (the

@@ -467,8 +467,8 @@ class Engine:
                 self._emit(Notice("", "error", self.platform_error))
             if self._kept:
                 self._emit(Notice("", "info", f"continuing {self.run.path}: {', '.join(self._kept)} finished there "
-                                              "earlier with the same settings and are kept (their result files are "
-                                              "read, not re-run)"))
+                                              "earlier with the same settings and are kept (their numbers are read "
+                                              "back from state.json; they are not launched again)"))
                 for sid in self._kept:
                     res = self.results[sid]
                     self._emit(StepStarted(sid, step_title(sid, self.profile)))

@@ -521,7 +521,7 @@ def read_state(directory: Path) -> dict[str, Any] | None:
     sp = Path(directory) / "state.json"
     if not sp.exists() and not sp.is_symlink():
         return None
-    fix = (f"It is left as it is. Move it aside to start afresh in that directory, or choose another --run-dir.")
+    fix = ("It is left as it is. Move it aside to start afresh in that directory, or choose another --run-dir.")
     if not sp.is_file():
         raise RunDirStateError(f"run directory {directory}: state.json is not a regular file. {fix}")
     try:
