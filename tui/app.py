@@ -28,7 +28,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Footer, Input, Static
+from textual.widgets import ContentSwitcher, Input, Static
 from textual.worker import Worker, WorkerState
 
 from screens.base import StepPane
@@ -47,6 +47,7 @@ from .core.profile import Profile, ProfileError
 from .messages import EngineEvent, LogsPending, ProgressPending, StepSelected
 from .runplan import StepPlan, plan_for
 from .widgets.common import env_frozen, shorten_path
+from .widgets.footer import StableFooter
 from .widgets.header import HeaderBar
 from .widgets.pathtext import PathText
 from .widgets.step_list import StepList
@@ -146,7 +147,7 @@ class SpecdecApp(App[int]):
                 yield ProfilePane(p, str(self.run_dir or ""))
                 for sid in self.plan.run_steps:
                     yield self._make_pane(sid, self.plan)
-        yield Footer(compact=True)
+        yield StableFooter(compact=True)
 
     def _make_pane(self, sid: str, plan: StepPlan) -> StepPane:
         p = self.profile

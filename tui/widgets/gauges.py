@@ -51,4 +51,4 @@ class HostGauges(Static):
         frac = self.ram_used / self.ram_total if self.ram_total else 0.0
         t.append(bar(frac, 8), style="reverse" if frac >= 0.9 else "")
         t.append(f" {self.ram_used / g:.1f}/{self.ram_total / g:.1f} GiB")
-        self.update(t)
+        self.update(t, layout=False)  # one fixed row

@@ -179,7 +179,7 @@ class LogView(ScrollView, can_focus=True):
             if e is not None and ranks > e.ranks:
                 e.ranks = ranks
                 changed = True
-        if changed and self.mode == "collapsed":
+        if changed and self.mode == "collapsed" and self.region.area:
             self.refresh()
 
     def add_notice(self, level: str, text: str) -> None:
@@ -223,12 +223,24 @@ class LogView(ScrollView, can_focus=True):
             self._view = store
         self._changed()
 
+    _stale = False  # lines arrived while the log was not shown: sized and drawn when it is
+
     def _changed(self) -> None:
+        if not self.region.area and self.is_mounted:
+            # Not on screen (another step's pane): a new virtual size would cost the whole screen a layout pass
+            # per flush (with several servers streaming, that was most of a key press's time to paint).
+            self._stale = True
+            return
+        self._stale = False
         self.virtual_size = Size(self._width + 2, len(self._view))
         if self.follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
         self.refresh()
         self.post_message(self.StateChanged(self))
+
+    def on_resize(self) -> None:
+        if self._stale:  # shown again (its pane selected): catch up once
+            self.call_later(self._changed)
 
     # -- follow: scrolling up pauses, reaching the end resumes ----------------------------------------
     def _pause(self) -> None:
@@ -325,6 +337,8 @@ class LogPanel(Vertical):
     def log_view(self) -> LogView:
         return self.query_one(LogView)
 
+    _status_text = ""
+
     def on_mount(self) -> None:
         self._update_status()
 
@@ -340,7 +354,10 @@ class LogPanel(Vertical):
         total = lv.total_clean if lv.mode == "collapsed" else lv.total_raw
         count = f"{shown}/{total}" if lv.filter_text else f"{total}"
         err = f" · ✗{lv.errors}" if lv.errors else ""
-        self.query_one(".log-status", Static).update(f"[v] {mode} · [f] {follow} · {count} lines{err}")
+        text = f"[v] {mode} · [f] {follow} · {count} lines{err}"
+        if text != self._status_text:  # one fixed row: no layout pass (it ran for every flush of every pane)
+            self._status_text = text
+            self.query_one(".log-status", Static).update(text, layout=False)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
