@@ -20,6 +20,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from tui.core import events as ev
+from tui.core import stats
 from tui.widgets.common import bar, status_style
 
 from .base import FailureBanner
@@ -55,24 +56,16 @@ def _half_width(ci: Any, mean: Any) -> float | None:
     return max(hi - m, m - lo)
 
 
-def arm_label(arm: dict[str, Any], wide: bool = False) -> str:
-    """'baseline', 'k=2', 'k=2 redhat' (narrow) or the arm's title (wide)."""
-    if arm.get("kind") == "baseline":
-        return "baseline"
-    if wide and arm.get("title"):
+def arm_label(arm: dict[str, Any], arms: list[dict[str, Any]], wide: bool = False) -> str:
+    """'baseline', 'k=2', 'k=2 (redhat)' where drafts differ (tui.core.stats.arm_label, compact), or the arm's title
+    (wide)."""
+    if wide and arm.get("kind") != "baseline" and arm.get("title"):
         return str(arm["title"])
-    k = arm.get("num_speculative_tokens")
-    name = arm.get("draft_name")
-    drafts = arm.get("_drafts", 1)
-    return f"k={k}" + (f" {name}" if name and drafts > 1 else "")
+    return stats.arm_label(arm, arms).replace("k = ", "k=")
 
 
 def _arms(matrix: dict[str, Any]) -> list[dict[str, Any]]:
-    arms = [dict(a) for a in matrix.get("arms") or [] if isinstance(a, dict) and a.get("id")]
-    names = {a.get("draft_name") for a in arms if a.get("kind") != "baseline"}
-    for a in arms:
-        a["_drafts"] = len(names)
-    return arms
+    return [a for a in matrix.get("arms") or [] if isinstance(a, dict) and a.get("id")]
 
 
 def cell_of(matrix: dict[str, Any], arm_id: str, workload: str) -> dict[str, Any]:
@@ -92,12 +85,13 @@ def matrix_rows(matrix: dict[str, Any], workload: str, width: int) -> tuple[list
     else:
         cols = ["Arm", "tok/s ±95%", "×base", "Acc%", "AL", "TPOT"]
     rows: list[tuple[str, list[str]]] = []
-    for arm in _arms(matrix):
+    arms = _arms(matrix)
+    for arm in arms:
         c = cell_of(matrix, arm["id"], workload)
         ot = c.get("output_throughput") or {}
         sp = c.get("speedup") or {}
         star = "★ " if rec.get("arm") == arm["id"] and not rec.get("stop_tuning") else ""
-        label = star + arm_label(arm, wide)
+        label = star + arm_label(arm, arms, wide)
         speed = f"{_f(sp.get('ratio'), 2)}x" if _num(sp.get("ratio")) is not None else "–"
         if arm.get("kind") == "baseline":
             speed = "1.00x" if _num(ot.get("mean")) is not None else "–"
@@ -148,7 +142,7 @@ def throughput_chart(matrix: dict[str, Any], width: int, selected: str | None = 
     """Output tok/s vs k, one block per workload (bars from 0, scaled per workload)."""
     t = Text(no_wrap=True, overflow="ellipsis")
     arms = _arms(matrix)
-    labels = {a["id"]: arm_label(a) for a in arms}
+    labels = {a["id"]: arm_label(a, arms) for a in arms}
     lw = max([len(v) for v in labels.values()] + [4])
     first = True
     for w in matrix.get("workloads") or []:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .core import arms
-from .core.events import STEP_IDS, STEP_TITLES
+from .core.events import STEP_IDS
 from .core.profile import Profile
 
 PROFILE_STEP = "profile"
@@ -35,27 +35,29 @@ def _compact(text: str, width: int = TITLE_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _spec_arm(sid: str, profile: Profile | None) -> arms.Arm | None:
+    """The speculative arm `sid` of a tune profile, else None (the tutorial's steps keep their titles)."""
+    if profile is None or not arms.is_tune(profile):
+        return None
+    arm = arms.arm_by_id(profile, sid)
+    return arm if arm is not None and arm.speculative else None
+
+
 def sidebar_title(sid: str, profile: Profile | None) -> str:
     """The step list's label: the tutorial's titles, "EAGLE3 k=2" for an arm, "k=2 redhat" when drafts differ."""
     if sid == PROFILE_STEP:
         return "Profile"
-    if profile is None or not arms.is_tune(profile):
-        return STEP_TITLES.get(sid, sid)
-    arm = arms.arm_by_id(profile, sid)
-    if arm is None or not arm.speculative:
-        return STEP_TITLES.get(sid, sid)
+    arm = _spec_arm(sid, profile)
+    if arm is None:
+        return arms.step_title(sid, profile)
     return _compact(arm.title if len(arm.title) <= TITLE_WIDTH else arm.short)
 
 
 def pane_title(sid: str, profile: Profile | None) -> str:
     if sid == PROFILE_STEP:
         return "Profile"
-    if profile is None or not arms.is_tune(profile):
-        return STEP_TITLES.get(sid, sid)
-    arm = arms.arm_by_id(profile, sid)
-    if arm is not None and arm.speculative:
-        return f"{arm.title} server"
-    return arms.step_title(sid, profile)
+    arm = _spec_arm(sid, profile)
+    return f"{arm.title} server" if arm is not None else arms.step_title(sid, profile)
 
 
 def requested_steps(profile: Profile | None, given: list[str] | None, run: list[str]) -> tuple[str, ...]:

@@ -133,6 +133,20 @@ def sse_events(resp: httpx.Response) -> list[str]:
     return events
 
 
+def stream_chunks(server, path: str, body: dict) -> list[dict]:
+    """POST a streamed request; check the SSE framing (event-stream, `data: ` lines, `[DONE]` last) and return
+    the JSON chunks before [DONE]."""
+    with httpx.stream("POST", server.url + path, timeout=300,
+                      json={"model": server.target, "temperature": 0, "stream": True,
+                            "stream_options": {"include_usage": True}, **body}) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(r)
+    assert all(ev.startswith("data: ") for ev in events)
+    assert events[-1] == "data: [DONE]"
+    return [json.loads(ev[len("data: "):]) for ev in events[:-1]]
+
+
 # --------------------------------------------------------------------------------------------------
 # routes
 
@@ -212,15 +226,7 @@ def test_completion_is_deterministic_at_temperature_0(server):
 
 
 def test_sse_chunks_and_final_usage_chunk(server):
-    with httpx.stream("POST", server.url + "/v1/completions", timeout=300,
-                      json={"model": server.target, "prompt": PROMPT, "max_tokens": 8, "temperature": 0,
-                            "stream": True, "stream_options": {"include_usage": True}}) as r:
-        assert r.status_code == 200
-        assert r.headers["content-type"].startswith("text/event-stream")
-        events = sse_events(r)
-    assert all(ev.startswith("data: ") for ev in events)
-    assert events[-1] == "data: [DONE]"
-    chunks = [json.loads(ev[len("data: "):]) for ev in events[:-1]]
+    chunks = stream_chunks(server, "/v1/completions", {"prompt": PROMPT, "max_tokens": 8})
     usage = chunks[-1]
     assert usage["choices"] == []
     assert usage["usage"]["completion_tokens"] == 8
@@ -301,15 +307,7 @@ def test_chat_non_stream_shape(server):
 
 
 def test_chat_sse_chunks_usage_and_metrics(server):
-    with httpx.stream("POST", server.url + "/v1/chat/completions", timeout=300,
-                      json={"model": server.target, "messages": MESSAGES, "max_tokens": 8, "temperature": 0,
-                            "stream": True, "stream_options": {"include_usage": True}}) as r:
-        assert r.status_code == 200
-        assert r.headers["content-type"].startswith("text/event-stream")
-        events = sse_events(r)
-    assert all(ev.startswith("data: ") for ev in events)
-    assert events[-1] == "data: [DONE]"
-    chunks = [json.loads(ev[len("data: "):]) for ev in events[:-1]]
+    chunks = stream_chunks(server, "/v1/chat/completions", {"messages": MESSAGES, "max_tokens": 8})
     head, *body, usage = chunks
     assert len({c["id"] for c in chunks}) == 1 and head["id"].startswith("chatcmpl-")
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)

@@ -85,10 +85,11 @@ def arm_by_id(profile: Profile, sid: str) -> Arm | None:
 
 
 def step_title(sid: str, profile: Profile | None = None) -> str:
-    if sid in STEP_TITLES and (profile is None or not is_tune(profile) or sid in PRE_STEPS + ("baseline", "results")):
-        return STEP_TITLES[sid]
-    arm = arm_by_id(profile, sid) if profile is not None else None
-    return arm.title if arm is not None else sid
+    """A step's title: the tutorial's, or a tune run's speculative arm's ("EAGLE3 k=2")."""
+    arm = arm_by_id(profile, sid) if profile is not None and is_tune(profile) else None
+    if arm is not None and arm.speculative:
+        return arm.title
+    return STEP_TITLES.get(sid, sid)
 
 
 def arm_profile(profile: Profile, arm: Arm) -> Profile:

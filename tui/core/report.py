@@ -170,7 +170,7 @@ def verdict(exit_code: int, steps: list[dict[str, Any]], comp: dict[str, Any], r
 
 
 def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, exit_code: int) -> dict[str, Any]:
-    from .arms import arms_of, is_tune, run_steps, step_title, workloads_of
+    from .arms import arms_of, is_tune, run_steps, step_title
 
     steps = []
     state_steps = run.state.get("steps", {})
@@ -196,14 +196,8 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
             runs[arm.id] = summ
     matrix = None
     if tune:
-        from .stats import build_matrix
-
-        arm_rows = []
-        for arm in arms:
-            st = state_steps.get(arm.id) or {}
-            arm_rows.append(dict(arm.as_dict(), status=st.get("status") or "not run",
-                                 **arm_launch(_step_facts(arm.id, results, ctx))))
-        matrix = build_matrix(arm_rows, {a.id: _step_facts(a.id, results, ctx) for a in arms}, workloads_of(profile))
+        matrix = tune_matrix(profile, {a.id: _step_facts(a.id, results, ctx) for a in arms},
+                             {a.id: (state_steps.get(a.id) or {}).get("status") or "not run" for a in arms})
     diags = [
         {"id": d.id, "severity": d.severity, "title": d.title, "evidence": list(d.evidence), "remedy": d.remedy,
          "step": d.step}
@@ -239,6 +233,18 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
 
     rep["metrics"] = gate_metrics(rep)
     return rep
+
+
+def tune_matrix(profile: Any, facts: dict[str, dict[str, Any]], statuses: dict[str, str]) -> dict[str, Any]:
+    """The matrix of a tune run (tui.core.stats.build_matrix) from each arm's step facts and status: what the
+    results step shows and report.json carries."""
+    from .arms import arms_of, workloads_of
+    from .stats import build_matrix
+
+    arms = arms_of(profile)
+    rows = [dict(a.as_dict(), status=statuses.get(a.id) or "not run", **arm_launch(facts.get(a.id) or {}))
+            for a in arms]
+    return build_matrix(rows, {a.id: facts.get(a.id) or {} for a in arms}, workloads_of(profile))
 
 
 def arm_launch(facts: dict[str, Any]) -> dict[str, Any]:

@@ -118,7 +118,7 @@ class LaunchPool:
 
     def __init__(self, ctx: StepContext, arms: list[Any], ranges: list[tuple[int, ...]], ports: list[int]):
         self.ctx = ctx
-        self.ranges = ranges
+        self.version: str | None = None  # the vLLM the arms run (probed once)
         self.pending = list(arms)  # not launched yet, in run order
         self.free = list(zip(ranges, ports))
         self.launched: dict[str, tuple[ServerRun, Any, list[Any], tuple[tuple[int, ...], int]]] = {}  # early
@@ -169,7 +169,9 @@ class LaunchPool:
         from .bench import vllm_version
         from ..workloads import serve_flags_for_per_request
 
-        sr.vllm_version = await vllm_version(self.ctx)
+        if self.version is None:
+            self.version = await vllm_version(self.ctx)
+        sr.vllm_version = self.version
         sr.extra_serve_args = serve_flags_for_per_request(sr.vllm_version, sr.speculative)
         return await sr.launch() and await sr.wait_ready()
 
@@ -185,7 +187,7 @@ class LaunchPool:
                 other, task, _, slot = self.launched.pop(last_id)
                 task.cancel()
                 await other.stop()
-                self.pending.insert(0, next(a for a in arms_of_pool(self) if a.id == last_id))
+                self.pending.insert(0, arm_by_id(self.ctx.profile, last_id))
                 self.free.append(slot)
             slot = self.free.pop(0)
             sr = self._server(arm, slot[0], slot[1], None)
@@ -221,12 +223,6 @@ class LaunchPool:
             task.cancel()
             if sr.proc is not None:
                 sr.proc.kill_now()
-
-
-def arms_of_pool(pool: LaunchPool) -> list[Any]:
-    from ..arms import arms_of
-
-    return arms_of(pool.ctx.profile)
 
 
 def _pool(ctx: StepContext, arm: Any) -> LaunchPool | None:
@@ -291,29 +287,22 @@ async def run(ctx: StepContext, sid: str) -> StepResult:
     workloads = await _workloads(ctx, sr)
     if workloads is None:
         return sr.facts.result(sr.result_facts)
-    from ..workloads import serve_flags_for_per_request
+    if pool is None:
+        from ..workloads import serve_flags_for_per_request
 
-    sr.extra_serve_args = serve_flags_for_per_request(sr.vllm_version, arm.speculative)
-    if pool is not None:  # its server may already be up (launched early on its own cores and port)
-        prepared = sr
-        try:
-            sr, up = await pool.take(arm)
-        except BaseException:
-            pool.release(arm)
-            raise
+        sr.extra_serve_args = serve_flags_for_per_request(sr.vllm_version, arm.speculative)
+        return await _serve_arm(ctx, sid, arm, sr, workloads, launched=False)
+    prepared = sr  # its server may already be up (launched early on its own cores and port)
+    try:
+        sr, up = await pool.take(arm)
         sr.dataset_path = prepared.dataset_path
         sr.facts.facts[:0] = prepared.facts.facts  # the dataset / workload checks made above
         if not up:
-            try:
-                return sr.facts.result(sr.result_facts)
-            finally:
-                await sr.stop()
-                pool.release(arm)
-        try:
-            return await _serve_arm(ctx, sid, arm, sr, workloads, launched=True)
-        finally:
-            pool.release(arm)
-    return await _serve_arm(ctx, sid, arm, sr, workloads, launched=False)
+            await sr.stop()
+            return sr.facts.result(sr.result_facts)
+        return await _serve_arm(ctx, sid, arm, sr, workloads, launched=True)
+    finally:
+        pool.release(arm)
 
 
 async def _serve_arm(ctx: StepContext, sid: str, arm: Any, sr: ServerRun, workloads: list[tuple[Any, str]],

@@ -245,6 +245,30 @@ async def _scrape_spec(client: httpx.AsyncClient, url: str) -> tuple[mx.SpecCoun
         return None, None
 
 
+def _result_facts(facts: FactRecorder, res: BenchResult, result_file: Path, first_error: str | None,
+                  spec: mx.SpecStats | None, source: str | None, speculative: bool, where: str) -> None:
+    """The facts of a two-arm run's benchmark: requests, throughput, TPOT / TTFT, acceptance."""
+    facts.add("requests", f"{res.completed} completed, {res.failed} failed", "pass" if res.failed == 0 else "fail",
+              f"{res.duration:.1f}s benchmark duration (from {result_file.name})"
+              + (f"; first error: {first_error}" if first_error else ""),
+              "" if res.failed == 0 else where)
+    if res.output_throughput is not None:
+        facts.add("output throughput", f"{res.output_throughput:.2f} tok/s", "pass",
+                  f"request throughput {res.request_throughput or 0:.2f} req/s")
+    if res.tpot is not None and res.tpot.median is not None:
+        ttft = res.ttft.median if res.ttft and res.ttft.median is not None else float("nan")
+        facts.add("median TPOT / TTFT", f"{res.tpot.median:.2f} ms / {ttft:.2f} ms", "pass")
+    if speculative:
+        if spec is not None:
+            facts.add("acceptance", f"{spec.acceptance_rate:.2f}% "
+                                    f"(length {spec.acceptance_length:.2f})", "pass",
+                      f"from the {'/metrics delta' if source == 'metrics' else 'bench output'}; per position "
+                      + ", ".join(f"{p:.1f}%" for p in spec.per_position))
+        else:
+            facts.add("acceptance", "unknown", "warn", "no vllm:spec_decode counters moved during the run",
+                      "check that the server runs with --speculative-config and without --disable-log-stats")
+
+
 async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = None, workload: Any = None,
                         label: str = "", dataset_path: str | None = None) -> dict[str, Any] | None:
     """Run the benchmark for ServerRun `sr` (its server is up and smoke-tested). Adds facts to sr.facts and
@@ -381,6 +405,7 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     first_error = first_request_error("\n".join(stdout_lines)) if res.failed else None
     if first_error:
         data["first_error"] = first_error
+    where = f"see {step}.serve.log (the server) and {stem}.bench.log (the bench)"
     if label:  # one line per repeat of a tune run's arm
         parts = [f"{res.completed} completed, {res.failed} failed"]
         if res.output_throughput is not None:
@@ -391,30 +416,9 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
             parts.append(f"acceptance {spec_for_report.acceptance_rate:.1f}%")
         facts.add(label, ", ".join(parts[1:]) or parts[0], "pass" if res.failed == 0 else "fail",
                   f"{parts[0]} ({result_file.name})",
-                  "" if res.failed == 0 else f"see {step}.serve.log (the server) and {stem}.bench.log (the bench)")
-        for d in dg.failed_requests_rule(step, {"failed": res.failed, "completed": res.completed,
-                                                "first_error": first_error}):
-            ctx.emit(d)
-        return data
-    facts.add("requests", f"{res.completed} completed, {res.failed} failed", "pass" if res.failed == 0 else "fail",
-              f"{res.duration:.1f}s benchmark duration (from {result_file.name})"
-              + (f"; first error: {first_error}" if first_error else ""),
-              "" if res.failed == 0 else f"see {step}.serve.log (the server) and {step}.bench.log (the bench)")
-    if res.output_throughput is not None:
-        facts.add("output throughput", f"{res.output_throughput:.2f} tok/s", "pass",
-                  f"request throughput {res.request_throughput or 0:.2f} req/s")
-    if res.tpot is not None and res.tpot.median is not None:
-        ttft = res.ttft.median if res.ttft and res.ttft.median is not None else float("nan")
-        facts.add("median TPOT / TTFT", f"{res.tpot.median:.2f} ms / {ttft:.2f} ms", "pass")
-    if sr.speculative:
-        if spec_for_report is not None:
-            facts.add("acceptance", f"{spec_for_report.acceptance_rate:.2f}% "
-                                    f"(length {spec_for_report.acceptance_length:.2f})", "pass",
-                      f"from the {'/metrics delta' if source == 'metrics' else 'bench output'}; per position "
-                      + ", ".join(f"{p:.1f}%" for p in spec_for_report.per_position))
-        else:
-            facts.add("acceptance", "unknown", "warn", "no vllm:spec_decode counters moved during the run",
-                      "check that the server runs with --speculative-config and without --disable-log-stats")
+                  "" if res.failed == 0 else where)
+    else:
+        _result_facts(facts, res, result_file, first_error, spec_for_report, source, sr.speculative, where)
     # Cross-checks.
     for d in dg.failed_requests_rule(step, {"failed": res.failed, "completed": res.completed,
                                             "first_error": first_error}):

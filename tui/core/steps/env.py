@@ -78,18 +78,19 @@ NVIDIA_QUERY = "--query-gpu=index,name,memory.total,memory.used,driver_version"
 _env_lookup = plat.env_lookup
 
 
-def host_ram_available(root: Any) -> int | None:
-    """MemAvailable in bytes: the root's /proc/meminfo (a stand-in platform's), else this host's."""
+def host_memory(root: Any) -> tuple[int | None, int | None]:
+    """(MemTotal, MemAvailable) in bytes: the root's /proc/meminfo (a stand-in platform's), else this host's."""
     text = read_text(under(root, "proc/meminfo"))
-    avail = plat.parse_meminfo(text)[1] if text else None
-    if avail is None:
+    mem = plat.parse_meminfo(text) if text else (None, None)
+    if mem == (None, None):
         try:
             import psutil
 
-            avail = int(psutil.virtual_memory().available)
+            vm = psutil.virtual_memory()
+            mem = (vm.total, vm.available)
         except Exception:  # pragma: no cover - psutil is a dependency
-            avail = None
-    return avail
+            pass
+    return mem
 
 
 async def _neuron_ls(exe: str | None, environ: dict[str, str]) -> dict[str, Any]:
@@ -216,7 +217,7 @@ async def run(ctx: StepContext) -> StepResult:
         shared["logical_cores"] = parsed.logical_cores if parsed else None
         shared["lnc"] = parsed.lnc if parsed else None
         shared["neuron_ls"] = parsed.as_dict() if parsed else None  # busy cores and their pids (parallel arms)
-        shared["host_ram_available"] = host_ram_available(root)  # the parallel arms' capacity check
+        shared["host_ram_available"] = host_memory(root)[1]  # the parallel arms' capacity check
         plat.instance_fact(rec, expected_type, actual_type, dmi_src)
         plat.devices_fact(rec, root, nodes, expected_type or actual_type or "")
         needed = plat.needed_cores(rec, tp, environ, server_env)
@@ -232,17 +233,8 @@ async def run(ctx: StepContext) -> StepResult:
         plat.cuda_facts(rec, smi, tp, pp, environ, server_env, target, draft, prof, shared)
     else:
         cpu_text = read_text(under(root, "proc/cpuinfo"))
-        mem_text = read_text(under(root, "proc/meminfo"))
         cpu = plat.parse_cpuinfo(cpu_text) if cpu_text else None
-        mem = plat.parse_meminfo(mem_text) if mem_text else (None, None)
-        if mem == (None, None):
-            try:
-                import psutil
-
-                vm = psutil.virtual_memory()
-                mem = (vm.total, vm.available)
-            except Exception:  # pragma: no cover - psutil is a dependency
-                pass
+        mem = host_memory(root)
         plat.cpu_facts(rec, cpu, mem, tp, pp, environ, server_env, vllm_version, target, draft, prof, shared)
 
     # ---- vLLM (and the plugin on neuron) -------------------------------------------------------

@@ -30,9 +30,8 @@ def _bench(ctx: StepContext, sid: str) -> dict[str, Any] | None:
 async def run_matrix(ctx: StepContext) -> StepResult:
     """A tune run: every arm on every workload, the intervals, the recommendation per workload (the tutorial's
     Step 3 rules: highest output throughput, not highest acceptance; acceptance < 30 % → stop tuning)."""
-    from ..arms import arms_of, workloads_of
+    from ..arms import arms_of
     from ..events import MatrixTable
-    from ..stats import build_matrix
 
     fr = FactRecorder(ctx, "results")
     arms = arms_of(ctx.profile)
@@ -42,11 +41,10 @@ async def run_matrix(ctx: StepContext) -> StepResult:
                "the results step compares the arms benchmarked in this run directory (the baseline first)",
                f"run the missing arms first (--steps {','.join(missing)},results with the same --run-dir)")
         return fr.result()
-    from ..report import arm_launch
+    from ..report import tune_matrix
 
-    rows = [dict(a.as_dict(), status="passed" if a.id not in missing else "not run",
-                 **arm_launch(ctx.shared.get(a.id) or {})) for a in arms]
-    matrix = build_matrix(rows, {a.id: ctx.shared.get(a.id) or {} for a in arms}, workloads_of(ctx.profile))
+    matrix = tune_matrix(ctx.profile, {a.id: ctx.shared.get(a.id) or {} for a in arms},
+                         {a.id: "passed" if a.id not in missing else "not run" for a in arms})
     ctx.emit(MatrixTable("results", matrix))
     if missing:
         fr.add("arms", f"{len(arms) - len(missing)} of {len(arms)} benchmarked", "warn",
