@@ -27,7 +27,7 @@ from .base import FailureBanner
 from .results import ResultsBase
 
 NARROW_WIDTH = 70  # below this the table keeps its six essential columns
-STOP_TUNING_BELOW = 30.0  # percent acceptance: the tutorial's "validate draft and target first"
+STOP_TUNING_BELOW = stats.STOP_TUNING_ACCEPTANCE  # percent first-position acceptance (stats.first_position_acceptance)
 
 
 # -- numbers -------------------------------------------------------------------------------------------------
@@ -100,7 +100,7 @@ def matrix_rows(matrix: dict[str, Any], workload: str, width: int) -> tuple[list
         if wide:
             ll = c.get("lossless") or {}
             same = f"{ll.get('identical')}/{ll.get('prompts')}" if ll.get("prompts") else "–"
-            ci = _interval(sp.get("ci95"), 2)
+            ci = _interval(sp.get("ci95"), 2) or ("unbounded" if sp.get("unbounded") else "")
             rows.append((arm["id"], [label, _f(ot.get("mean")), _interval(ot.get("ci95")) or "–",
                                      str(c.get("repeats") or "–"), f"{speed} {ci}".strip(), acc, al,
                                      _f(c.get("median_tpot_ms"), 2), _f(c.get("p99_tpot_ms"), 2),
@@ -186,7 +186,8 @@ def positions_text(matrix: dict[str, Any], arm_id: str | None, workload: str, wi
     t.append(f" · {workload}", style="dim")
     acc, al = _num(c.get("acceptance_rate")), _num(c.get("acceptance_length"))
     t.append("\n acceptance ")
-    t.append(f"{_f(acc)} %", style=status_style("bold red") if acc is not None and acc < STOP_TUNING_BELOW else "")
+    fp, _src = stats.first_position_acceptance(c, arm.get("num_speculative_tokens"))
+    t.append(f"{_f(acc)} %", style=status_style("bold red") if fp is not None and fp < STOP_TUNING_BELOW else "")
     t.append("  length ")
     t.append(_f(al, 2))
     chk = c.get("al_check") or {}
@@ -258,7 +259,7 @@ def recommendation_text(matrix: dict[str, Any]) -> Text:
         first = False
         stop = bool(rec.get("stop_tuning"))
         arm_id = rec.get("arm")
-        icon = "✗" if stop else ("★" if arm_id else "·")
+        icon = "✗" if stop else ("?" if rec.get("verdict") == "not_proven" else "★" if arm_id else "·")
         t.append(f"{icon} {w}: ", style=status_style("bold red") if stop else "bold")
         t.append(str(rec.get("text") or "no recommendation"), style=status_style("bold red") if stop else "bold")
         if arm_id in arms and not stop and "x baseline" not in str(rec.get("text") or ""):
@@ -444,6 +445,9 @@ class MatrixPane(ResultsBase):
         else:
             t.append(f"{nf['ratio']:.2f}x {_interval(nf.get('ci95'), 2)}".rstrip())
             t.append(" baseline vs baseline: a speedup inside it is noise")
+        cov = (m.get("coverage") or {}).get(self.workload or "")
+        if cov:
+            t.append(f"\n{cov}")
         self.query_one("#matrix-noise", Static).update(t)
 
     def _draw_positions(self) -> None:

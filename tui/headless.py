@@ -215,7 +215,8 @@ class HeadlessRenderer:
         width = self.console.width
         for wl in m.get("workloads") or []:
             rec = (m.get("recommendation") or {}).get(wl) or {}
-            style = "red" if rec.get("stop_tuning") or not rec.get("arm") else ("yellow" if rec.get("overlap") else "green")
+            style = ("yellow" if rec.get("verdict") == "not_proven" or rec.get("overlap") else
+                     "red" if rec.get("stop_tuning") or not rec.get("arm") else "green")
             self.console.print(Panel(escape(rec.get("text") or "n/a")
                                      + (f"\n[dim]{escape(rec['reason'])}[/]" if rec.get("reason") else ""),
                                      title=f"Recommendation — {escape(wl)}", border_style=style, expand=False))
@@ -234,6 +235,9 @@ class HeadlessRenderer:
                 ci = nf.get("ci95")
                 self.console.print(f"  [dim]noise floor (baseline vs baseline): {nf['ratio']:.3f}x"
                                    + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + "[/]")
+            cov = (m.get("coverage") or {}).get(wl)
+            if cov:
+                self.console.print(f"  [dim]{escape(cov)}[/]")
 
     def _summary(self, e: ev.RunFinished) -> None:
         c = self.console

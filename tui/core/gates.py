@@ -7,8 +7,11 @@ report.json by gate_metrics and stored there by the run as "metrics") or a dotte
 fails its gate, with a message naming it.
 
 For a matrix (tune) run the flat metrics describe the recommended arm on the first workload; where the
-recommendation is no speculative arm (keep the baseline, stop tuning) they describe the speculative arm with
-the highest mean output throughput there, so `speedup>=1.15` still compares a real speedup.
+recommendation is no speculative arm (keep the baseline, not proven, stop tuning) they describe the speculative
+arm with the highest mean output throughput there, so `speedup>=1.15` still compares a real speedup.
+`speedup_lo` is the lower bound of that arm's Fieller interval: an arm pays only when it is above 1
+(`--expect 'speedup_lo>1'`); with one repeat, or where the interval is unbounded, there is none and the gate
+fails saying why.
 """
 
 from __future__ import annotations
@@ -97,6 +100,34 @@ def _ratio(a: Any, b: Any) -> float | None:
     return round(a / b, 4)
 
 
+def _matrix_arm_cell(matrix: dict[str, Any]) -> dict[str, Any]:
+    """The cell the flat metrics of a matrix describe (see the module docstring); {} where none."""
+    wls = matrix.get("workloads") or []
+    if not wls:
+        return {}
+    cells = matrix.get("cells") or {}
+    spec = [a for a in matrix.get("arms") or [] if a.get("kind") != "baseline"]
+    rec = ((matrix.get("recommendation") or {}).get(wls[0]) or {}).get("arm")
+    arm = next((a for a in spec if a.get("id") == rec), None)
+    if arm is None:
+        means = {a.get("id"): _num((((cells.get(a.get("id")) or {}).get(wls[0]) or {}).get("output_throughput") or {})
+                                   .get("mean")) for a in spec}
+        arm = max((a for a in spec if means[a.get("id")] is not None), key=lambda a: means[a["id"]], default=None)
+    return ((cells.get(arm["id"]) or {}).get(wls[0]) or {}) if arm else {}
+
+
+def _why_missing(report: dict[str, Any], name: str) -> str:
+    """Why a flat metric has no value: the speedup interval's lower bound of a one-repeat or unbounded interval."""
+    matrix = report.get("matrix")
+    if name == "speedup_lo" and isinstance(matrix, dict) and matrix.get("cells"):
+        sp = _matrix_arm_cell(matrix).get("speedup") or {}
+        if sp.get("unbounded"):
+            return "the speedup interval is unbounded (the baseline's spread is too large for a ratio)"
+        if sp.get("ratio") is not None and not sp.get("ci95"):
+            return "one repeat: the speedup has no interval"
+    return "the run did not measure it"
+
+
 def _matrix_metrics(matrix: dict[str, Any]) -> dict[str, float | None]:
     wls = matrix.get("workloads") or []
     arms = matrix.get("arms") or []
@@ -110,14 +141,8 @@ def _matrix_metrics(matrix: dict[str, Any]) -> dict[str, float | None]:
         return ((cells.get(aid) or {}).get(wl) or {}) if aid else {}
 
     base = next((a for a in arms if a.get("kind") == "baseline"), None)
-    spec = [a for a in arms if a.get("kind") != "baseline"]
-    rec = ((matrix.get("recommendation") or {}).get(wl) or {}).get("arm")
-    arm = next((a for a in spec if a.get("id") == rec), None)
-    if arm is None:  # keep the baseline / stop tuning / no recommendation: the best measured speculative arm
-        measured = [a for a in spec if _num((cl(a.get("id")).get("output_throughput") or {}).get("mean")) is not None]
-        arm = max(measured, key=lambda a: cl(a["id"])["output_throughput"]["mean"], default=None)
     bc = cl(base.get("id")) if base else {}
-    ac = cl(arm.get("id")) if arm else {}
+    ac = _matrix_arm_cell(matrix)
     sp = ac.get("speedup") or {}
     out.update(
         speedup=_num(sp.get("ratio")),
@@ -199,7 +224,7 @@ def evaluate(expectations: Iterable[Expectation], report: dict[str, Any]) -> lis
                 actual = _num(stored.get(ex.name))
             if actual is None:
                 results.append(GateResult(ex, None, False, f"✗ {ex.text}: report.json has no value for "
-                                          f"'{ex.name}' ({GATE_METRICS[ex.name]}): the run did not measure it"))
+                                          f"'{ex.name}' ({GATE_METRICS[ex.name]}): {_why_missing(report, ex.name)}"))
                 continue
         else:
             raw = lookup_path(report, ex.name)

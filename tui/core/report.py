@@ -444,8 +444,12 @@ def _matrix_markdown(matrix: dict[str, Any], w: Any) -> None:
             where = f"{pl.get('neuron_visible_devices')}, {pl.get('port')}" if pl else "—"
             w(f"| {a.get('title') or a.get('id')} | {a.get('status')} | {_fmt(a.get('startup_s'), 1)} | "
               f"{_fmt(a.get('cache_hits'))} / {_fmt(a.get('cache_misses'))} | {where} |\n")
-    w("\nIntervals are 95 % Student-t intervals over the repeats (the speedup's on the ratio of means). "
-      "Acceptance is pooled over the repeats from the servers' /metrics counters.\n")
+    from .stats import STOP_RULE
+
+    covs = list(dict.fromkeys((matrix.get("coverage") or {}).values()))
+    w("\n" + (" ".join(covs) if covs else "Intervals are 95 % Student-t intervals over the repeats.")
+      + " An arm pays only when its speedup interval's lower bound is above 1.0x. "
+      "Acceptance is pooled over the repeats from the servers' /metrics counters; " + STOP_RULE + ".\n")
 
 
 CSV_COLUMNS = (("step", "status", "seconds") + RUN_KEYS

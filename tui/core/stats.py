@@ -1,8 +1,9 @@
 """Statistics for a tune run (issue 10): intervals over repeats, speedup ratios, acceptance pooling, the
 lossless check per prompt, the matrix of arms × workloads and the tutorial's Step 3 recommendation.
 
-Pure functions, no I/O; the standard library only (no scipy: the Student t quantile is computed here by
-inverting the t CDF through the regularized incomplete beta function).
+Pure functions, no I/O; the standard library only (no scipy at run time: the Student t quantile is computed
+here by inverting the t CDF through the regularized incomplete beta function; tests/test_stats.py checks the
+functions against scipy).
 
 Units: acceptance rates and per-position acceptance are PERCENT (0-100), as in the bench facts
 (tui/core/steps/bench.py); acceptance length is tokens per draft step (1 + accepted / drafts).
@@ -151,54 +152,92 @@ def _mean_var(vals: list[float]) -> tuple[float, float]:
     return statistics.fmean(vals), statistics.variance(vals) / len(vals)
 
 
+def welch_df(var_means: Sequence[float], ns: Sequence[int]) -> float | None:
+    """Welch–Satterthwaite degrees of freedom of a sum of independent variances of means v_i (each from n_i
+    values): (Σ v_i)² / Σ (v_i² / (n_i − 1)). None when every v_i is 0 (no spread: the sum is exact) or an
+    n_i < 2."""
+    if any(n < 2 for n in ns):
+        return None
+    den = sum(v * v / (n - 1) for v, n in zip(var_means, ns))
+    if den == 0:
+        return None
+    return sum(var_means) ** 2 / den
+
+
 def ratio_interval(num_values: Iterable[Any], den_values: Iterable[Any], conf: float = 0.95) -> dict[str, Any]:
     """Interval on mean(num) / mean(den) for two independent samples (e.g. arm vs baseline throughput).
 
     Fieller's method: with x̄, ȳ the means and v_x = s_x²/n_x, v_y = s_y²/n_y the variances of the means
-    (covariance 0: independent samples), the interval is the set of ρ with (x̄ − ρȳ)² ≤ t² (v_x + ρ² v_y),
-    the roots of (ȳ² − t² v_y) ρ² − 2 x̄ ȳ ρ + (x̄² − t² v_x) = 0. t is the Student quantile at the
-    Welch–Satterthwaite degrees of freedom of x̄ − ρ̂ȳ at ρ̂ = x̄/ȳ:
-    df = (v_x + ρ̂² v_y)² / (v_x² / (n_x − 1) + ρ̂⁴ v_y² / (n_y − 1)).
-    Fieller's set is a bounded interval only when ȳ is significantly non-zero (ȳ² > t² v_y); where it is
-    not at that df (the denominator's own interval excludes 0, but barely) the delta method is used:
-    ρ̂ ± t · √(v_x + ρ̂² v_y) / |ȳ|.
+    (covariance 0: independent samples), the confidence set is the ρ with (x̄ − ρȳ)² ≤ t² (v_x + ρ² v_y),
+    i.e. a ρ² − 2 x̄ ȳ ρ + c ≤ 0 with a = ȳ² − t² v_y and c = x̄² − t² v_x.
 
-    Returns {ratio, ci95: [lo, hi] | None, method: "fieller" | "delta" | None}. ratio is None when a sample
-    is empty or mean(den) is 0; ci95 is None when a sample has n < 2 or the denominator's own t interval
-    includes 0 (the ratio is then unbounded)."""
+    One degrees-of-freedom rule for everything: t is the Student quantile at the Welch–Satterthwaite degrees
+    of freedom of x̄ − ρ̂ȳ at ρ̂ = x̄/ȳ, df = (v_x + ρ̂² v_y)² / (v_x² / (n_x − 1) + ρ̂⁴ v_y² / (n_y − 1)), and
+    the same t decides whether the set is bounded: it is a bounded interval exactly when a > 0 (ȳ is
+    significantly non-zero at that t; then the discriminant t² (x̄² v_y + a v_x) is positive too). Otherwise
+    the set is unbounded (two half-lines or the whole line) and is reported as such — no finite stand-in.
+
+    Returns {ratio, ci95: [lo, hi] | None, method, unbounded, df}: ratio None when a sample is empty or
+    mean(den) is 0; ci95 None when a sample has n < 2 (method None: no interval, one repeat) or the set is
+    unbounded (method "fieller", unbounded True); df None where no quantile was needed."""
     xs, ys = _numbers(num_values), _numbers(den_values)
+    out: dict[str, Any] = {"ratio": None, "ci95": None, "method": None, "unbounded": False, "df": None}
     if not xs or not ys:
-        return {"ratio": None, "ci95": None, "method": None}
+        return out
     xm, ym = statistics.fmean(xs), statistics.fmean(ys)
     if ym == 0:
-        return {"ratio": None, "ci95": None, "method": None}
-    ratio = xm / ym
-    out: dict[str, Any] = {"ratio": _r(ratio), "ci95": None, "method": None}
-    if len(xs) < 2 or len(ys) < 2:
         return out
-    den_ci = t_interval(ys, conf)["ci95"]
-    if den_ci is None or (den_ci[0] <= 0.0 <= den_ci[1]):
+    ratio = xm / ym
+    out["ratio"] = _r(ratio)
+    if len(xs) < 2 or len(ys) < 2:
         return out
     _, vx = _mean_var(xs)
     _, vy = _mean_var(ys)
-    s2 = vx + ratio * ratio * vy
-    if s2 == 0.0:  # both samples constant: the ratio is exact
+    df = welch_df([vx, ratio * ratio * vy], [len(xs), len(ys)])
+    if df is None:  # both samples constant: the ratio is exact
         out.update(ci95=[_r(ratio), _r(ratio)], method="fieller")
         return out
-    df = s2 * s2 / (vx * vx / (len(xs) - 1) + (ratio ** 4) * vy * vy / (len(ys) - 1))
     t = t_quantile((1.0 + conf) / 2.0, df)
     a = ym * ym - t * t * vy
     b = xm * ym
     c = xm * xm - t * t * vx
-    disc = b * b - a * c
-    if a > 0 and disc >= 0:
-        root = math.sqrt(disc)
-        lo, hi = (b - root) / a, (b + root) / a
-        out.update(ci95=[_r(lo), _r(hi)], method="fieller")
-        return out
-    half = t * math.sqrt(s2) / abs(ym)
-    out.update(ci95=[_r(ratio - half), _r(ratio + half)], method="delta")
+    out.update(method="fieller", df=_r(df))
+    if a > 0:
+        root = math.sqrt(max(b * b - a * c, 0.0))
+        out["ci95"] = [_r((b - root) / a), _r((b + root) / a)]
+    else:
+        out["unbounded"] = True
     return out
+
+
+def repeats_to_settle(num_values: Iterable[Any], den_values: Iterable[Any], conf: float = 0.95,
+                      power: float = 0.8, cap: int = 100) -> int | None:
+    """How many repeats of each (arm and baseline) would likely show a speedup above 1.0x, from the observed
+    spread: the smallest n with (t_{(1+conf)/2, df} + t_{power, df}) · √((s_x² + ρ̂² s_y²) / n) / ȳ ≤ ρ̂ − 1,
+    df the Welch–Satterthwaite degrees of freedom at n per sample (the rule of ratio_interval). That is the
+    usual sample size for the interval's lower bound to clear 1.0x with probability `power` if the true
+    means and spreads are the observed ones (normal approximation of the ratio, as in the delta method).
+
+    None when it cannot be sized (n < 2 in a sample: no spread observed; ratio ≤ 1: nothing to prove) or
+    needs more than cap repeats."""
+    xs, ys = _numbers(num_values), _numbers(den_values)
+    if len(xs) < 2 or len(ys) < 2:
+        return None
+    xm, ym = statistics.fmean(xs), statistics.fmean(ys)
+    if ym <= 0:
+        return None
+    ratio = xm / ym
+    if ratio <= 1.0:
+        return None
+    sx2, sy2 = statistics.variance(xs), statistics.variance(ys) * ratio * ratio
+    if sx2 + sy2 == 0:
+        return 2
+    for n in range(2, cap + 1):
+        df = welch_df([sx2 / n, sy2 / n], [n, n])
+        se = math.sqrt((sx2 + sy2) / n) / ym
+        if (t_quantile((1.0 + conf) / 2.0, df) + t_quantile(power, df)) * se <= ratio - 1.0:
+            return n
+    return None
 
 
 def noise_floor(baseline_values: Iterable[Any], conf: float = 0.95) -> dict[str, Any]:
@@ -408,7 +447,7 @@ def cell(repeats: Sequence[dict[str, Any] | None] | None, baseline_repeats: Sequ
         if baseline_repeats is not None:
             ri = ratio_interval(ti["values"], _throughputs(baseline_repeats))
             if ri["ratio"] is not None:
-                out["speedup"] = {"ratio": ri["ratio"], "ci95": ri["ci95"]}
+                out["speedup"] = {"ratio": ri["ratio"], "ci95": ri["ci95"], "unbounded": ri["unbounded"]}
         if probe and baseline_probe:
             out["lossless"] = lossless(baseline_probe.get("texts"), probe.get("texts"))
         if probe:
@@ -446,23 +485,78 @@ def _k(arm: dict[str, Any]) -> float:
     return float(k) if isinstance(k, (int, float)) and not isinstance(k, bool) else math.inf
 
 
+STOP_RULE = (f"the {STOP_TUNING_ACCEPTANCE:.0f} % \"stop tuning\" rule reads the first-position acceptance (the share "
+             "of draft steps whose first drafted token is accepted), which does not fall with k; vLLM's per-token "
+             "acceptance rate falls with k by construction and is not used for it")
+
+
+def first_position_acceptance(c: dict[str, Any] | None, k: Any = None) -> tuple[float | None, str | None]:
+    """The quantity of the 30 % rule for one cell (percent), and where it comes from: the first per-position
+    marginal ("first-position acceptance"); without per-position counters, at k = 1 the acceptance rate (the
+    same thing); otherwise (acceptance length − 1) · 100, the mean accepted tokens per draft step, which is
+    ≥ the first-position acceptance (so it never fires the rule where the first position would not).
+    (None, None) without acceptance."""
+    c = c or {}
+    marg = (c.get("per_position") or {}).get("marginal") or []
+    if marg and isinstance(marg[0], (int, float)) and not isinstance(marg[0], bool):
+        return float(marg[0]), "first-position acceptance"
+    rate, al = c.get("acceptance_rate"), c.get("acceptance_length")
+    if k == 1 and isinstance(rate, (int, float)) and not isinstance(rate, bool):
+        return float(rate), "first-position acceptance"
+    if isinstance(al, (int, float)) and not isinstance(al, bool):
+        return (float(al) - 1.0) * 100.0, "accepted tokens per draft step (acceptance length − 1)"
+    return None, None
+
+
+def pays(speedup: dict[str, Any] | None) -> bool:
+    """An arm pays only when the lower bound of its speedup interval is above 1.0x (no interval: it does not)."""
+    ci = (speedup or {}).get("ci95")
+    return bool(ci) and ci[0] > 1.0
+
+
+def interval_coverage(repeats: int | None, seeds: Iterable[Any] | None = None, conf: float = 0.95) -> str:
+    """What the intervals of a matrix cover, in one sentence (report.md, the headless table and the pane share
+    it). repeats: bench runs per arm; seeds: the bench --seed of each repeat as recorded (None entries or no
+    list: one seed, vLLM's default — every repeat then sends the same prompts)."""
+    pct = f"{conf * 100:g} %"
+    distinct = sorted({s for s in (seeds or []) if s is not None and not isinstance(s, bool)}, key=str)
+    if not repeats or repeats < 2:
+        return (f"One repeat per arm: no {pct} intervals, so no arm can be shown to pay; set tune.repeats to 2 "
+                "or more.")
+    head = (f"{pct} Student-t intervals over {repeats} repeats (the speedup's by Fieller's method on the ratio of "
+            "means, Welch–Satterthwaite degrees of freedom)")
+    if len(distinct) > 1:
+        shown = ", ".join(str(s) for s in distinct[:8]) + (", …" if len(distinct) > 8 else "")
+        return f"{head}; they cover timing noise and prompt sampling (a different --seed per repeat: {shown})."
+    one = f" {distinct[0]}" if distinct else ""
+    return f"{head}; they cover timing noise only (one seed{one}: every repeat sends the same prompts)."
+
+
 def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[str, Any]]],
               workload: str) -> dict[str, Any]:
-    """The tutorial's Step 3 on one workload: {arm: id | None, text, reason, overlap: [ids], stop_tuning}.
+    """The tutorial's Step 3 on one workload: {verdict, arm, candidate, text, reason, overlap, stop_tuning,
+    repeats_needed}. verdict is one of:
 
-    1. Acceptance below 30 % on every measured speculative arm → stop_tuning ("stop tuning: validate draft
-       and target first"), no arm.
-    2. No speculative arm beats the baseline (each one's speedup interval, or its ratio where it has none, is
-       ≤ 1) → "keep the baseline" (arm = the baseline's id).
-    3. Otherwise the highest mean output throughput wins; the speculative arms whose 95 % interval overlaps
-       the winner's are listed in overlap, and among the tied arms the smallest k is preferred."""
+    - "stop_tuning": the first-position acceptance (first_position_acceptance; not the per-token rate, which
+      falls with k) is below 30 % on every measured speculative arm → "stop tuning: validate draft and target
+      first", arm None.
+    - "pays": an arm pays when the LOWER bound of its speedup interval is above 1.0x. The paying arm with the
+      highest mean output throughput is the best; among the paying arms whose 95 % throughput intervals
+      overlap the best's, the smallest k is recommended (overlap lists the others). An arm without an
+      interval (one repeat) never pays and is never "clear of" another.
+    - "not_proven": no arm pays but the best mean is above the baseline's (its interval includes 1.0x, is
+      unbounded, or it has one repeat): arm None, candidate that arm, repeats_needed the repeats of each
+      (arm and baseline) that would likely settle it (repeats_to_settle; None where it cannot be sized).
+    - "keep_baseline": the best mean is at or below the baseline's → arm = the baseline's id.
+    - "none": no speculative arm was measured on this workload."""
     def c(aid: str) -> dict[str, Any] | None:
         return (cells.get(aid) or {}).get(workload)
 
     spec = [a for a in arms if a.get("kind") != "baseline"
             and (c(a["id"]) or {}).get("output_throughput", {}).get("mean") is not None]
     base_arm = next((a for a in arms if a.get("kind") == "baseline"), None)
-    res: dict[str, Any] = {"arm": None, "text": "", "reason": "", "overlap": [], "stop_tuning": False}
+    res: dict[str, Any] = {"verdict": "none", "arm": None, "candidate": None, "text": "", "reason": "",
+                           "overlap": [], "stop_tuning": False, "repeats_needed": None}
     if not spec:
         res["text"] = f"no speculative arm was measured on {workload}: nothing to recommend"
         res["reason"] = "no speculative arm has an output throughput on this workload"
@@ -474,74 +568,113 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
     def tput(a: dict[str, Any]) -> dict[str, Any]:
         return c(a["id"])["output_throughput"]
 
-    with_acc = [a for a in spec if isinstance(c(a["id"]).get("acceptance_rate"), (int, float))]
-    if with_acc and len(with_acc) == len(spec) and all(c(a["id"])["acceptance_rate"] < STOP_TUNING_ACCEPTANCE
-                                                      for a in with_acc):
-        accs = ", ".join(f"{lab(a)}: {c(a['id'])['acceptance_rate']:.1f}%" for a in with_acc)
-        res.update(stop_tuning=True, text="stop tuning: validate draft and target first",
-                   reason=f"acceptance on {workload} is below {STOP_TUNING_ACCEPTANCE:.0f}% on every speculative arm "
-                          f"({accs}); tuning k cannot fix a draft that disagrees with the target (wrong draft, "
-                          "chat template or tokenizer)")
-        return res
+    def speedup(a: dict[str, Any]) -> dict[str, Any]:
+        return c(a["id"]).get("speedup") or {}
 
-    def speedup(a: dict[str, Any]) -> dict[str, Any] | None:
-        return c(a["id"]).get("speedup")
-
-    def beats(a: dict[str, Any]) -> bool | None:
+    def sp_text(a: dict[str, Any]) -> str:
         sp = speedup(a)
-        if not sp or sp.get("ratio") is None:
-            return None
-        return (sp["ci95"][1] if sp.get("ci95") else sp["ratio"]) > 1.0
+        if sp.get("ratio") is None:
+            return "no speedup (no baseline)"
+        if sp.get("ci95"):
+            return f"{sp['ratio']:.2f}x {_fmt_ci(sp['ci95'], 2)}"
+        if sp.get("unbounded"):
+            return f"{sp['ratio']:.2f}x (interval unbounded)"
+        return f"{sp['ratio']:.2f}x (one repeat: no interval)"
 
-    verdicts = [beats(a) for a in spec]
-    best = max(spec, key=lambda a: (tput(a)["mean"], -_k(a)))
-    if verdicts and all(v is False for v in verdicts):
-        sp = speedup(best)
-        res.update(arm=base_arm["id"] if base_arm else None,
-                   text=f"keep the baseline: no speculative arm beats it on {workload} (best {lab(best)}: "
-                        f"{sp['ratio']:.2f}x {_fmt_ci(sp.get('ci95'), 2)})",
-                   reason="every speculative arm's speedup interval lies at or below 1.0x")
+    fpa = {a["id"]: first_position_acceptance(c(a["id"]), a.get("num_speculative_tokens")) for a in spec}
+    measured = [a for a in spec if fpa[a["id"]][0] is not None]
+    if measured and len(measured) == len(spec) and all(fpa[a["id"]][0] < STOP_TUNING_ACCEPTANCE for a in measured):
+        accs = ", ".join(f"{lab(a)}: {fpa[a['id']][0]:.1f}%" for a in measured)
+        sources = sorted({fpa[a["id"]][1] for a in measured})
+        res.update(verdict="stop_tuning", stop_tuning=True, text="stop tuning: validate draft and target first",
+                   reason=f"{' / '.join(sources)} on {workload} is below {STOP_TUNING_ACCEPTANCE:.0f}% on every "
+                          f"speculative arm ({accs}); tuning k cannot fix a draft that disagrees with the target "
+                          "(wrong draft, chat template or tokenizer); the rule reads a quantity that does not "
+                          "fall with k, not vLLM's per-token acceptance rate")
         return res
 
+    def by_mean(a: dict[str, Any]) -> tuple[float, float]:
+        return (tput(a)["mean"], -_k(a))
+
+    def acceptance_bit(a: dict[str, Any]) -> str | None:
+        acc, al = c(a["id"]).get("acceptance_rate"), c(a["id"]).get("acceptance_length")
+        if not isinstance(acc, (int, float)):
+            return None
+        fp, src = fpa[a["id"]]
+        bit = f"acceptance {acc:.1f}% per token" + (f", length {al:.2f}" if isinstance(al, (int, float)) else "")
+        if fp is not None and src == "first-position acceptance":
+            bit += f", first position {fp:.1f}%"
+        return bit
+
+    paying = [a for a in spec if pays(speedup(a))]
+    if not paying:
+        best = max(spec, key=by_mean)
+        sp = speedup(best)
+        if sp.get("ratio") is not None and sp["ratio"] > 1.0:
+            base_vals = (c(base_arm["id"]) or {}).get("output_throughput", {}).get("values") if base_arm else None
+            need = repeats_to_settle(tput(best).get("values") or [], base_vals or [])
+            if not sp.get("ci95") and not sp.get("unbounded"):
+                why, how = "it has one repeat, so no interval", ("run 2 or more repeats (3 or more to size the "
+                                                                 "next run from the spread)")
+            elif sp.get("unbounded"):
+                why, how = "its interval is unbounded (the baseline's spread is too large for a ratio)", None
+            else:
+                why, how = f"its interval {_fmt_ci(sp['ci95'], 2)} includes 1.0x", None
+            if how is None:
+                how = (f"about {need} repeats of each (baseline and arm) would likely settle it" if need
+                       else "more than 100 repeats would be needed at this spread: the difference is within the noise")
+            res.update(verdict="not_proven", candidate=best["id"], repeats_needed=need,
+                       text=f"not proven: {lab(best)} is {sp['ratio']:.2f}x the baseline on {workload} but {why}; {how}",
+                       reason=("no speculative arm's speedup interval lies above 1.0x (an arm pays only when its "
+                               "lower bound does); repeats estimated for a 95% interval to clear 1.0x with 80% "
+                               "probability if the observed means and spreads hold (Welch–Satterthwaite degrees "
+                               "of freedom)" if need else
+                               "no speculative arm's speedup interval lies above 1.0x (an arm pays only when its "
+                               "lower bound does)"))
+            return res
+        res.update(verdict="keep_baseline", arm=base_arm["id"] if base_arm else None,
+                   text=f"keep the baseline: no speculative arm beats it on {workload} (best {lab(best)}: "
+                        f"{sp_text(best)})",
+                   reason="no speculative arm has a mean output throughput above the baseline's")
+        return res
+
+    best = max(paying, key=by_mean)
     best_ci = tput(best)["ci95"]
-    tied = [a for a in spec if a is not best and _overlaps(best_ci, tput(a)["ci95"])]
-    group = [best] + tied
+    group = [best] + [a for a in paying if a is not best and _overlaps(best_ci, tput(a)["ci95"])]
     chosen = min(group, key=lambda a: (_k(a), -tput(a)["mean"]))
-    overlap = [a["id"] for a in group if a is not chosen]
-    ct = tput(chosen)
-    sp = speedup(chosen)
-    text = f"{lab(chosen)}: {ct['mean']:.1f} tok/s {_fmt_ci(ct['ci95'])}"
-    if sp:
-        text += f", {sp['ratio']:.2f}x baseline"
-    reason_bits = []
     others = [a for a in group if a is not chosen]
+    ct = tput(chosen)
+    csp = speedup(chosen)
+    text = (f"{lab(chosen)}: {ct['mean']:.1f} tok/s {_fmt_ci(ct['ci95'])}, {csp['ratio']:.2f}x baseline "
+            f"{_fmt_ci(csp['ci95'], 2)}")
+    lo = csp["ci95"][0]
+    reason_bits = [f"pays: its speedup's lower bound {lo:.2f} is above 1.0x"]
     if others:
         verb = "overlaps" if len(others) == 1 else "overlap"
         names = ", ".join(lab(a) if a is not best else f"{lab(a)} ({tput(a)['mean']:.1f} tok/s {_fmt_ci(tput(a)['ci95'])})"
                           for a in others)
         text += f"; {names} {verb}: prefer the smaller k"
-        reason_bits.append(f"the 95% intervals of {', '.join(lab(a) for a in group)} overlap, so their throughputs "
-                           f"are not distinguishable over {c(chosen['id'])['repeats']} repeats; the tutorial "
-                           "prefers the smaller k (less draft work, lower latency when it does not pay)")
-    elif best_ci is None:
-        text += "; a single repeat: no interval, run more repeats to tell the arms apart"
-        reason_bits.append("highest mean output throughput; with one repeat there is no interval")
-    else:
-        rest = [a for a in spec if a is not chosen]
-        reason_bits.append("highest mean output throughput" + (f", its 95% interval clear of {', '.join(lab(a) for a in rest)}"
-                                                               if rest else ""))
-    if sp and sp.get("ci95"):
-        lo, hi = sp["ci95"]
-        reason_bits.append(f"speedup {sp['ratio']:.2f}x [{lo:.2f}, {hi:.2f}] over the baseline")
-        if hi < 1.0:
-            text += f" (speedup interval [{lo:.2f}, {hi:.2f}]: slower than the baseline)"
-        elif lo <= 1.0:
-            text += f" (speedup interval [{lo:.2f}, {hi:.2f}] includes 1.0x: not distinguishable from the baseline)"
-    acc = c(chosen["id"]).get("acceptance_rate")
-    al = c(chosen["id"]).get("acceptance_length")
-    if isinstance(acc, (int, float)):
-        reason_bits.append(f"acceptance {acc:.1f}%" + (f", length {al:.2f}" if isinstance(al, (int, float)) else ""))
-    res.update(arm=chosen["id"], text=text, reason="; ".join(reason_bits), overlap=overlap)
+        reason_bits.append(f"the 95% throughput intervals of {', '.join(lab(a) for a in sorted(group, key=_k))} overlap, so they are "
+                           f"not distinguishable over {c(chosen['id'])['repeats']} repeats; the tutorial prefers the "
+                           "smaller k (less draft work, lower latency when it does not pay)")
+    clear = [a for a in paying if a not in group]
+    if clear:
+        reason_bits.append(f"its 95% throughput interval is clear of {', '.join(lab(a) for a in clear)}")
+    for a in spec:
+        if a in paying:
+            continue
+        sp = speedup(a)
+        if not sp.get("ci95") and not sp.get("unbounded") and sp.get("ratio") is not None:
+            higher = ", a higher single value" if tput(a)["mean"] > ct["mean"] else ""
+            reason_bits.append(f"{lab(a)} has one repeat (no interval{higher}): it can neither pay nor be told apart")
+        else:
+            more = " and a higher mean" if tput(a)["mean"] > ct["mean"] else ""
+            reason_bits.append(f"{lab(a)} does not pay ({sp_text(a)}{more})")
+    acc = acceptance_bit(chosen)
+    if acc:
+        reason_bits.append(acc)
+    res.update(verdict="pays", arm=chosen["id"], candidate=chosen["id"], text=text, reason="; ".join(reason_bits),
+               overlap=[a["id"] for a in others])
     return res
 
 
@@ -563,7 +696,8 @@ def _arm_repeats(facts: dict[str, Any], workload: str, first: bool) -> list[dict
 def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, Any] | None],
                  workloads: Sequence[str]) -> dict[str, Any]:
     """The contract's matrix: {workloads, arms, cells: {arm: {workload: Cell}}, recommendation: {workload: ...},
-    noise_floor: {workload: ...}}. Every arm gets a cell on every workload (an empty one, repeats 0, where it
+    noise_floor: {workload: ...}, coverage: {workload: interval_coverage sentence}}. Each repeat's bench facts
+    may carry the bench's "seed" (the coverage sentence says whether the seeds varied). Every arm gets a cell on every workload (an empty one, repeats 0, where it
     has no facts: not run yet, failed); speedups are against the first baseline arm's cell."""
     arms_out = [{**{k: a.get(k) for k in ARM_KEYS}, **{k: a[k] for k in LAUNCH_KEYS if k in a}} for a in arms]
     base = next((a for a in arms_out if a.get("kind") == "baseline"), None)
@@ -582,10 +716,16 @@ def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, 
                 method=a.get("method"), k=a.get("num_speculative_tokens"), speculative=spec)
     rec = {wl: recommend(arms_out, cells, wl) for wl in workloads}
     nf = {}
+    coverage = {}
     for i, wl in enumerate(workloads):
         n = noise_floor(_throughputs(_arm_repeats(base_facts, wl, i == 0))) if base else {"ratio": None, "ci95": None}
         nf[wl] = {"ratio": n["ratio"], "ci95": n["ci95"]}
-    return {"workloads": list(workloads), "arms": arms_out, "cells": cells, "recommendation": rec, "noise_floor": nf}
+        per_arm = [_arm_repeats(arm_facts.get(a["id"]) or {}, wl, i == 0) for a in arms_out]
+        seeds = max(([r.get("seed") for r in reps] for reps in per_arm),
+                    key=lambda ss: len({s for s in ss if s is not None}), default=[])
+        coverage[wl] = interval_coverage(max((len(r) for r in per_arm), default=0), seeds)
+    return {"workloads": list(workloads), "arms": arms_out, "cells": cells, "recommendation": rec, "noise_floor": nf,
+            "coverage": coverage}
 
 
 # -- table rows for the front ends ----------------------------------------------------------------------------
@@ -650,6 +790,8 @@ def matrix_rows(matrix: dict[str, Any], workload: str, width: int = 120) -> list
 
     def sp_ci(a: dict[str, Any]) -> str:
         ci = (cl(a).get("speedup") or {}).get("ci95") if spec(a) else nf.get("ci95")
+        if not ci and spec(a) and (cl(a).get("speedup") or {}).get("unbounded"):
+            return "unbounded"
         return f"[{ci[0]:.2f},{ci[1]:.2f}]" if ci else DASH
 
     def speedup(a: dict[str, Any]) -> str:
@@ -721,7 +863,8 @@ def matrix_rows(matrix: dict[str, Any], workload: str, width: int = 120) -> list
 
 
 __all__ = [
-    "t_cdf", "t_quantile", "betainc", "t_interval", "ratio_interval", "noise_floor", "conditional_rates",
+    "t_cdf", "t_quantile", "betainc", "t_interval", "welch_df", "ratio_interval", "repeats_to_settle",
+    "noise_floor", "first_position_acceptance", "pays", "interval_coverage", "STOP_RULE", "conditional_rates",
     "predicted_al", "al_check", "pooled_acceptance", "first_divergence", "lossless", "per_request_summary", "cell",
     "arm_label", "recommend", "build_matrix", "matrix_columns", "matrix_rows", "CHAIN_METHODS",
     "STOP_TUNING_ACCEPTANCE",
