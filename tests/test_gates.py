@@ -156,3 +156,25 @@ def test_matrix_metrics_without_a_baseline():
     rep = {"schema": "specdec-tui/report/1", "matrix": stats.build_matrix(arms, af, ["sonnet"])}
     m = g.gate_metrics(rep)
     assert m["spec_tok_s"] == 134 and m["speedup"] is None and m["baseline_tok_s"] is None
+
+
+def test_speedup_lo_gate_says_why_a_matrix_has_no_lower_bound():
+    from tui.core import stats
+    from tune_reports import arm, bench, facts
+
+    arms = [arm("baseline", "baseline"), arm("eagle3-k1", k=1)]
+
+    def report(base, spec):
+        af = {"baseline": facts({"sonnet": [bench(t) for t in base]}),
+              "eagle3-k1": facts({"sonnet": [bench(t, acc=60.0) for t in spec]})}
+        return {"schema": "specdec-tui/report/1", "matrix": stats.build_matrix(arms, af, ["sonnet"])}
+
+    # not proven (one repeat): the flat metrics describe the candidate, and speedup_lo's absence is explained
+    (r,) = g.evaluate([g.parse_expect("speedup_lo>1")], report([100], [130]))
+    assert not r.ok and r.actual is None and "one repeat: the speedup has no interval" in r.message
+    (r,) = g.evaluate([g.parse_expect("speedup_lo>1")], report([7, 13] * 5, [0, 100]))
+    assert not r.ok and "interval is unbounded" in r.message
+    # a paying arm: its Fieller lower bound, above 1
+    rep = report([100, 101, 102], [130, 131, 132])
+    (r,) = g.evaluate([g.parse_expect("speedup_lo>1")], rep)
+    assert r.ok and r.actual == rep["matrix"]["cells"]["eagle3-k1"]["sonnet"]["speedup"]["ci95"][0]

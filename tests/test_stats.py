@@ -1,10 +1,15 @@
-"""tui/core/stats.py: the math checked against hand-computed values (no scipy)."""
+"""tui/core/stats.py: the math checked against hand-computed values and against scipy (a test-only dependency:
+tui/ never imports it), including the crafted cases of issue 15 where the recommendation was wrong on its own
+numbers."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
+from scipy import optimize, special
+from scipy import stats as sps
 
 from tui.core import stats as st
 
@@ -105,25 +110,24 @@ def test_ratio_interval_fieller_roots_satisfy_the_pivot():
     assert [lo, hi] == pytest.approx([1.136912, 1.297315], abs=1e-5)
 
 
-def test_ratio_interval_delta_fallback_when_fieller_is_unbounded():
+def test_ratio_interval_unbounded_is_reported_as_unbounded():
     # numerator n = 2 dominates -> Welch df ≈ 1.02, t ≈ 12.4 > ȳ / se_ȳ = 10: Fieller's set is unbounded
-    # while the denominator's own interval (df 9, t = 2.262) excludes 0
+    # (the denominator's own n − 1 interval, df 9, would have excluded 0: the old gate gave a delta interval)
     xs, ys = [0, 100], [7, 13] * 5
     r = st.ratio_interval(xs, ys)
     vx, vy, rho = 2500.0, 1.0, 5.0
     df = (vx + rho**2 * vy) ** 2 / (vx**2 / 1 + rho**4 * vy**2 / 9)
     assert df == pytest.approx(1.0201, abs=1e-4)  # 2525² / (2500² + 625 / 9)
-    t = st.t_quantile(0.975, df)
-    half = t * math.sqrt(vx + rho**2 * vy) / 10.0
-    assert r["method"] == "delta"
-    assert r["ci95"] == pytest.approx([5 - half, 5 + half], abs=1e-5)
+    assert r["method"] == "fieller" and r["unbounded"] is True and r["ci95"] is None
+    assert r["ratio"] == 5.0 and r["df"] == pytest.approx(df, abs=1e-5)
 
 
 def test_ratio_interval_none_cases():
-    one = st.ratio_interval([10], [5, 6])  # n = 1: the ratio of means, no interval
+    one = st.ratio_interval([10], [5, 6])  # n = 1: the ratio of means, no interval (not "unbounded")
     assert one["ratio"] == pytest.approx(10 / 5.5) and one["ci95"] is None and one["method"] is None
-    r = st.ratio_interval([10, 11], [-1, 1, 2])  # the denominator's interval includes 0
-    assert r["ci95"] is None and r["ratio"] == pytest.approx(10.5 / (2 / 3))
+    assert one["unbounded"] is False
+    r = st.ratio_interval([10, 11], [-1, 1, 2])  # the denominator is not significantly non-zero: unbounded
+    assert r["ci95"] is None and r["unbounded"] is True and r["ratio"] == pytest.approx(10.5 / (2 / 3))
     assert st.ratio_interval([], [1, 2])["ratio"] is None
     assert st.ratio_interval([1, 2], [0, 0])["ratio"] is None
     exact = st.ratio_interval([6, 6], [3, 3])
@@ -303,12 +307,12 @@ def test_recommend_clear_winner_names_the_values():
     arms, af = tutorial_matrix()
     m = st.build_matrix(arms, af, ["sonnet"])
     r = m["recommendation"]["sonnet"]
-    assert r["arm"] == "eagle3-k1" and r["overlap"] == [] and r["stop_tuning"] is False
-    # 134 ± t(0.975,2)·1/√3 = [131.52, 136.48]; 134 / 113 = 1.19
-    assert r["text"] == "k = 1: 134.0 tok/s [131.5, 136.5], 1.19x baseline"
-    assert "clear of k = 2, k = 3" in r["reason"] and "acceptance 70.0%" in r["reason"]
+    assert r["arm"] == "eagle3-k1" and r["overlap"] == [] and r["stop_tuning"] is False and r["verdict"] == "pays"
     sp = m["cells"]["eagle3-k1"]["sonnet"]["speedup"]
-    assert f"[{sp['ci95'][0]:.2f}, {sp['ci95'][1]:.2f}]" in r["reason"]
+    # 134 ± t(0.975,2)·1/√3 = [131.52, 136.48]; 134 / 113 = 1.19
+    assert r["text"] == f"k = 1: 134.0 tok/s [131.5, 136.5], 1.19x baseline [{sp['ci95'][0]:.2f}, {sp['ci95'][1]:.2f}]"
+    assert "clear of k = 2, k = 3" in r["reason"] and "acceptance 70.0% per token" in r["reason"]
+    assert f"lower bound {sp['ci95'][0]:.2f} is above 1.0x" in r["reason"]
 
 
 def test_recommend_overlap_prefers_the_smaller_k():
@@ -316,16 +320,18 @@ def test_recommend_overlap_prefers_the_smaller_k():
                         "eagle3-k3": [100, 101, 102]})
     r = st.build_matrix(arms, af, ["sonnet"])["recommendation"]["sonnet"]
     # k = 2 has the higher mean (136) but [126.1, 145.9] overlaps k = 1's [124.1, 143.9]
-    assert r["arm"] == "eagle3-k1" and r["overlap"] == ["eagle3-k2"]
-    assert r["text"] == ("k = 1: 134.0 tok/s [124.1, 143.9], 1.19x baseline; k = 2 (136.0 tok/s [126.1, 145.9]) "
-                         "overlaps: prefer the smaller k")
+    assert r["arm"] == "eagle3-k1" and r["overlap"] == ["eagle3-k2"] and r["verdict"] == "pays"
+    assert r["text"].startswith("k = 1: 134.0 tok/s [124.1, 143.9], 1.19x baseline [")
+    assert r["text"].endswith("; k = 2 (136.0 tok/s [126.1, 145.9]) overlaps: prefer the smaller k")
+    assert "k = 3 does not pay" in r["reason"]
 
 
 def test_recommend_overlap_when_the_winner_has_the_smallest_k():
     arms, af = _matrix({"baseline": [112, 113, 114], "eagle3-k1": [132, 136, 140], "eagle3-k2": [130, 134, 138]})
     r = st.build_matrix(arms, af, ["sonnet"])["recommendation"]["sonnet"]
     assert r["arm"] == "eagle3-k1" and r["overlap"] == ["eagle3-k2"]
-    assert r["text"] == "k = 1: 136.0 tok/s [126.1, 145.9], 1.20x baseline; k = 2 overlaps: prefer the smaller k"
+    assert r["text"].startswith("k = 1: 136.0 tok/s [126.1, 145.9], 1.20x baseline [")
+    assert r["text"].endswith("; k = 2 overlaps: prefer the smaller k")
 
 
 def test_recommend_stop_tuning_below_30_percent():
@@ -344,24 +350,33 @@ def test_recommend_stop_tuning_below_30_percent():
 def test_recommend_keep_the_baseline():
     arms, af = _matrix({"baseline": [130, 131, 132], "eagle3-k1": [110, 111, 112], "eagle3-k2": [100, 101, 102]})
     r = st.build_matrix(arms, af, ["sonnet"])["recommendation"]["sonnet"]
-    assert r["arm"] == "baseline" and r["stop_tuning"] is False
+    assert r["arm"] == "baseline" and r["stop_tuning"] is False and r["verdict"] == "keep_baseline"
     assert r["text"].startswith("keep the baseline: no speculative arm beats it on sonnet (best k = 1: 0.85x [")
 
 
-def test_recommend_speedup_interval_including_one_is_said():
+def test_recommend_speedup_interval_including_one_is_not_proven():
     arms, af = _matrix({"baseline": [100, 110, 120], "eagle3-k1": [104, 112, 120]})
-    r = st.build_matrix(arms, af, ["sonnet"])["recommendation"]["sonnet"]
-    assert r["arm"] == "eagle3-k1" and "includes 1.0x: not distinguishable from the baseline" in r["text"]
+    m = st.build_matrix(arms, af, ["sonnet"])
+    r = m["recommendation"]["sonnet"]
+    ci = m["cells"]["eagle3-k1"]["sonnet"]["speedup"]["ci95"]
+    assert ci[0] < 1.0 < ci[1]
+    assert r["verdict"] == "not_proven" and r["arm"] is None and r["candidate"] == "eagle3-k1"
+    assert r["text"].startswith(f"not proven: k = 1 is 1.02x the baseline on sonnet but its interval "
+                                f"[{ci[0]:.2f}, {ci[1]:.2f}] includes 1.0x; ")
+    n = r["repeats_needed"]
+    assert (n is None and "more than 100 repeats" in r["text"]) or f"about {n} repeats of each" in r["text"]
 
 
 def test_recommend_single_repeat_and_no_data():
     arms, af = _matrix({"baseline": [113], "eagle3-k1": [134], "eagle3-k2": [126]})
     r = st.build_matrix(arms, af, ["sonnet"])["recommendation"]["sonnet"]
-    assert r["arm"] == "eagle3-k1"
-    assert r["text"] == ("k = 1: 134.0 tok/s (no interval), 1.19x baseline; a single repeat: no interval, run more "
-                         "repeats to tell the arms apart")
+    # one repeat: no interval, so nothing pays; the best mean is above the baseline's -> not proven
+    assert r["verdict"] == "not_proven" and r["arm"] is None and r["candidate"] == "eagle3-k1"
+    assert r["text"] == ("not proven: k = 1 is 1.19x the baseline on sonnet but it has one repeat, so no interval; "
+                         "run 2 or more repeats (3 or more to size the next run from the spread)")
+    assert r["repeats_needed"] is None and "clear of" not in r["reason"]
     r = st.recommend([arm("baseline", "baseline"), arm("eagle3-k1", k=1)], {}, "chat")
-    assert r["arm"] is None and "no speculative arm was measured on chat" in r["text"]
+    assert r["arm"] is None and r["verdict"] == "none" and "no speculative arm was measured on chat" in r["text"]
 
 
 def test_recommend_names_drafts_when_they_differ():
@@ -384,7 +399,7 @@ def test_build_matrix_shape_and_per_workload():
     af["eagle3-k1"]["repeats"]["chat"] = [bench(t, acc=40.0) for t in (100, 104, 108)]
     af["eagle3-k2"]["repeats"]["chat"] = [bench(t, acc=30.0, k=2) for t in (101, 105, 109)]
     m = st.build_matrix(arms, af, ["sonnet", "chat"])
-    assert set(m) == {"workloads", "arms", "cells", "recommendation", "noise_floor"}
+    assert set(m) == {"workloads", "arms", "cells", "recommendation", "noise_floor", "coverage"}
     assert m["workloads"] == ["sonnet", "chat"]
     assert [a["id"] for a in m["arms"]] == ["baseline", "eagle3-k1", "eagle3-k2", "eagle3-k3"]
     assert set(m["arms"][0]) == set(st.ARM_KEYS)
@@ -407,8 +422,9 @@ def test_build_matrix_two_arm_facts_back_compat():
     m = st.build_matrix(arms, {"baseline": {"bench": bench(100)}, "eagle3": {"bench": bench(130, acc=70.0)}},
                         ["sonnet"])
     c = m["cells"]["eagle3"]["sonnet"]
-    assert c["repeats"] == 1 and c["speedup"] == {"ratio": 1.3, "ci95": None}
-    assert m["recommendation"]["sonnet"]["arm"] == "eagle3"
+    assert c["repeats"] == 1 and c["speedup"] == {"ratio": 1.3, "ci95": None, "unbounded": False}
+    assert m["recommendation"]["sonnet"]["verdict"] == "not_proven"
+    assert m["recommendation"]["sonnet"]["candidate"] == "eagle3"
     assert m["noise_floor"]["sonnet"] == {"ratio": None, "ci95": None}
     # an arm that never ran (no facts) has empty cells
     m = st.build_matrix(arms, {"baseline": {"bench": bench(100)}}, ["sonnet"])
@@ -477,10 +493,265 @@ def test_matrix_rows_predicted_al_comes_from_the_largest_k():
     assert by["AL meas/pred"] == ("—", "1.70/1.80", "2.10/2.25", "2.50/2.50")
 
 
-def test_recommend_winner_slower_than_baseline_while_another_arm_might_beat_it():
-    # k = 1 is the fastest but clearly below the baseline; k = 2's wide interval reaches above 1.0x, so
-    # "keep the baseline" does not apply, and the text says the winner is slower
+def test_recommend_fastest_arm_below_the_baseline_is_not_recommended_for_a_wide_interval_elsewhere():
+    # k = 1 is the fastest but clearly below the baseline; k = 2's wide interval reaches above 1.0x but its mean
+    # is below too: no arm's mean beats the baseline -> keep the baseline (the old rule recommended k = 1)
     arms, af = _matrix({"baseline": [120, 121, 122], "eagle3-k1": [114, 115, 116], "eagle3-k2": [60, 100, 140]})
+    m = st.build_matrix(arms, af, ["sonnet"])
+    assert m["cells"]["eagle3-k2"]["sonnet"]["speedup"]["ci95"][1] > 1.0
+    r = m["recommendation"]["sonnet"]
+    assert r["verdict"] == "keep_baseline" and r["arm"] == "baseline"
+
+
+# -- against scipy ----------------------------------------------------------------------------------------------
+# Expected values come from scipy (t quantiles, t intervals, Welch's degrees of freedom from ttest_ind, the
+# Fieller set's bounds found by root-finding on its pivot), never from the product.
+
+def _welch_df_scipy(xs, ys) -> float:
+    """Welch–Satterthwaite df of x̄ − ρ̂ȳ: scipy's Welch t-test of xs against ρ̂·ys."""
+    rho = np.mean(xs) / np.mean(ys)
+    return float(sps.ttest_ind(np.asarray(xs, float), rho * np.asarray(ys, float), equal_var=False).df)
+
+
+def _fieller_scipy(xs, ys, conf=0.95):
+    """(bounded, [lo, hi] | None): the set {ρ : (x̄ − ρȳ)² ≤ t² (v_x + ρ² v_y)} at the Welch df, from its pivot.
+    It is bounded iff the pivot's limit at ρ → ±∞, ȳ² / v_y, exceeds t²; the bounds are the pivot's roots."""
+    xs, ys = np.asarray(xs, float), np.asarray(ys, float)
+    xm, ym = xs.mean(), ys.mean()
+    vx, vy = xs.var(ddof=1) / len(xs), ys.var(ddof=1) / len(ys)
+    t = sps.t.ppf((1 + conf) / 2, _welch_df_scipy(xs, ys))
+    if vy > 0 and ym * ym / vy <= t * t:
+        return False, None
+
+    def f(r):
+        return (xm - r * ym) ** 2 - t * t * (vx + r * r * vy)
+
+    rho, span = xm / ym, 1.0
+    while f(rho + span) <= 0 or f(rho - span) <= 0:
+        span *= 2
+    return True, [optimize.brentq(f, rho - span, rho, xtol=1e-13), optimize.brentq(f, rho, rho + span, xtol=1e-13)]
+
+
+@pytest.mark.parametrize("df", [1, 1.02, 2, 2.5, 3, 3.3, 4, 5, 7.7, 9, 10, 29.6, 30, 120, 1000])
+@pytest.mark.parametrize("p", [0.6, 0.8, 0.9, 0.95, 0.975, 0.995])
+def test_t_quantile_and_cdf_match_scipy(p, df):
+    q = st.t_quantile(p, df)
+    assert q == pytest.approx(sps.t.ppf(p, df), rel=1e-9, abs=1e-9)
+    assert st.t_quantile(1 - p, df) == pytest.approx(sps.t.ppf(1 - p, df), rel=1e-9, abs=1e-9)
+    for x in (-3.1, -0.4, 0.7, 2.2, 9.0):
+        assert st.t_cdf(x, df) == pytest.approx(sps.t.cdf(x, df), abs=1e-11)
+
+
+@pytest.mark.parametrize("a,b", [(0.5, 0.5), (1.5, 0.5), (4.0, 0.5), (14.8, 0.5), (2.0, 3.0)])
+def test_betainc_matches_scipy(a, b):
+    for x in (0.01, 0.2, 0.5, 0.77, 0.99):
+        assert st.betainc(a, b, x) == pytest.approx(special.betainc(a, b, x), abs=1e-12)
+
+
+@pytest.mark.parametrize("vals", [[130, 134, 138], [1, 2, 3, 4, 5], [100.5, 99.1], [112, 113, 114, 130, 90, 101.3]])
+@pytest.mark.parametrize("conf", [0.9, 0.95, 0.99])
+def test_t_interval_matches_scipy(vals, conf):
+    r = st.t_interval(vals, conf)
+    lo, hi = sps.t.interval(conf, len(vals) - 1, loc=np.mean(vals), scale=sps.sem(vals))
+    assert r["ci95"] == pytest.approx([lo, hi], abs=2e-6)  # the product rounds to 1e-6
+    assert r["sd"] == pytest.approx(np.std(vals, ddof=1), abs=1e-6)
+
+
+@pytest.mark.parametrize("xs,ys", [([120, 124, 128], [100, 102, 104]), ([130, 131, 132], [109, 110, 111]),
+                                   ([104, 105, 106], [109, 110, 111]), ([100, 150, 200], [109, 110, 111]),
+                                   ([0, 100], [7, 13] * 5), ([3.2, 2.1, 9.8, 4.4], [2.0, 4.0])])
+def test_welch_df_matches_scipy(xs, ys):
+    rho = np.mean(xs) / np.mean(ys)
+    vx, vy = np.var(xs, ddof=1) / len(xs), np.var(ys, ddof=1) / len(ys)
+    assert st.welch_df([vx, rho * rho * vy], [len(xs), len(ys)]) == pytest.approx(_welch_df_scipy(xs, ys), rel=1e-12)
+    assert st.ratio_interval(xs, ys)["df"] == pytest.approx(_welch_df_scipy(xs, ys), abs=1e-6)
+
+
+def test_fieller_bounded_and_unbounded_agree_with_scipy_on_random_samples():
+    # one degrees-of-freedom rule: the product's interval is bounded exactly when scipy's Fieller set is, and
+    # then its bounds are the pivot's roots; unbounded is said, never replaced by a finite interval
+    rng = np.random.default_rng(15)
+    seen = {True: 0, False: 0}
+    for _ in range(400):
+        nx, ny = rng.integers(2, 7, size=2)
+        ym = rng.uniform(1, 100)
+        xs = rng.normal(ym * rng.uniform(0.5, 2), rng.uniform(0.1, 60), nx)
+        ys = rng.normal(ym, rng.uniform(0.1, 60), ny)
+        r = st.ratio_interval(xs, ys)
+        bounded, ci = _fieller_scipy(xs, ys)
+        seen[bounded] += 1
+        assert (r["ci95"] is not None) is bounded and r["unbounded"] is (not bounded)
+        if bounded:
+            assert r["ci95"] == pytest.approx(ci, abs=2e-6, rel=1e-6)
+    assert seen[True] > 50 and seen[False] > 50  # both kinds were exercised
+
+
+def test_fieller_is_bounded_where_the_old_n_minus_1_gate_refused():
+    # the denominator alone (n = 2, t(0.975, 1) = 12.7) has an interval 3 ± 12.7 that includes 0, so the old
+    # gate gave no interval; at the Welch df of the ratio (≈ 29) Fieller's set is bounded
+    rng = np.random.default_rng(3)
+    ys = [2.0, 4.0]
+    xs = 3 + 50 * (lambda z: (z - z.mean()) / z.std(ddof=1))(rng.normal(size=30))
+    den_lo = 3 - sps.t.ppf(0.975, 1) * sps.sem(ys)
+    assert den_lo < 0
+    bounded, ci = _fieller_scipy(xs, ys)
+    assert bounded
+    r = st.ratio_interval(xs, ys)
+    assert r["ci95"] == pytest.approx(ci, abs=2e-6) and r["unbounded"] is False
+
+
+def test_fieller_with_a_constant_denominator_is_the_numerators_t_interval_scaled():
+    xs, ys = [10, 12, 14], [10, 10, 10]
+    lo, hi = sps.t.interval(0.95, 2, loc=12, scale=sps.sem(xs))
+    assert st.ratio_interval(xs, ys)["ci95"] == pytest.approx([lo / 10, hi / 10], abs=2e-6)
+
+
+def _scaled(values, n):
+    """n values with exactly the mean and sample sd of `values` (a fixed pattern rescaled)."""
+    z = np.linspace(-1, 1, n)
+    z = (z - z.mean()) / z.std(ddof=1)
+    return list(np.mean(values) + np.std(values, ddof=1) * z)
+
+
+@pytest.mark.parametrize("xs,ys", [([100, 150, 200], [109, 110, 111]), ([104, 112, 120], [100, 110, 120]),
+                                   ([118, 121, 125], [110, 112, 114])])
+def test_repeats_to_settle_matches_the_delta_method_sample_size_and_then_clears_one(xs, ys):
+    xm, ym = np.mean(xs), np.mean(ys)
+    rho = xm / ym
+    sx2, sy2 = np.var(xs, ddof=1), rho * rho * np.var(ys, ddof=1)
+    expected = None
+    for n in range(2, 101):  # delta-method se of the ratio at n repeats each, Welch df, 95 % two-sided, 80 % power
+        df = float(sps.ttest_ind(_scaled(xs, n), rho * np.asarray(_scaled(ys, n)), equal_var=False).df)
+        se = np.sqrt((sx2 + sy2) / n) / ym
+        if (sps.t.ppf(0.975, df) + sps.t.ppf(0.8, df)) * se <= rho - 1:
+            expected = n
+            break
+    got = st.repeats_to_settle(xs, ys)
+    assert got == expected
+    if got is not None:
+        # with that many repeats at the observed means and spreads, Fieller's lower bound clears 1.0x
+        bounded, ci = _fieller_scipy(_scaled(xs, got), _scaled(ys, got))
+        assert bounded and ci[0] > 1.0
+    assert st.repeats_to_settle([95, 100, 105], ys) is None  # mean at or below the baseline: nothing to settle
+    assert st.repeats_to_settle([150], ys) is None            # one repeat: no spread to size it from
+
+
+# -- the crafted cases of issue 15 ------------------------------------------------------------------------------
+
+def test_issue15_case1_the_smaller_k_is_not_an_arm_proven_slower():
+    # baseline [109, 110, 111], k=1 [104, 105, 106] (proven slower), k=3 [100, 150, 200] (wide): the old rule
+    # recommended k = 1 at 0.95x [0.93, 0.97]
+    arms = [arm("baseline", "baseline"), arm("eagle3-k1", k=1), arm("eagle3-k3", k=3)]
+    af = {"baseline": facts({"sonnet": [bench(t) for t in (109, 110, 111)]}),
+          "eagle3-k1": facts({"sonnet": [bench(t, acc=60.0, k=1) for t in (104, 105, 106)]}),
+          "eagle3-k3": facts({"sonnet": [bench(t, acc=60.0, k=3) for t in (100, 150, 200)]})}
+    m = st.build_matrix(arms, af, ["sonnet"])
+    r = m["recommendation"]["sonnet"]
+    b1, ci1 = _fieller_scipy([104, 105, 106], [109, 110, 111])
+    b3, ci3 = _fieller_scipy([100, 150, 200], [109, 110, 111])
+    assert b1 and ci1[1] < 1.0          # scipy: k = 1 is slower than the baseline
+    assert b3 and ci3[0] < 1.0 < ci3[1]  # scipy: k = 3 is not distinguishable from it
+    assert m["cells"]["eagle3-k1"]["sonnet"]["speedup"]["ci95"] == pytest.approx(ci1, abs=2e-6)
+    assert r["arm"] != "eagle3-k1" and r["verdict"] == "not_proven" and r["candidate"] == "eagle3-k3"
+    assert r["repeats_needed"] == st.repeats_to_settle([100, 150, 200], [109, 110, 111])
+    assert f"about {r['repeats_needed']} repeats of each" in r["text"]
+
+
+def test_issue15_case2_a_mean_below_the_baseline_is_never_recommended():
+    # the upper bound of k = 1's speedup is above 1 (the old "beats" test) but its mean is below the baseline's
+    base, k1 = [100, 110, 120], [95, 100, 105]
+    bounded, ci = _fieller_scipy(k1, base)
+    assert bounded and ci[1] > 1.0 and np.mean(k1) < np.mean(base)
+    arms, af = _matrix({"baseline": base, "eagle3-k1": k1})
     r = st.build_matrix(arms, af, ["sonnet"])["recommendation"]["sonnet"]
-    assert r["arm"] == "eagle3-k1" and r["overlap"] == ["eagle3-k2"]
-    assert "slower than the baseline" in r["text"] and "includes 1.0x" not in r["text"]
+    assert r["verdict"] == "keep_baseline" and r["arm"] == "baseline" and r["candidate"] is None
+
+
+def test_issue15_case3_one_repeat_is_never_clear_of_another():
+    # k = 2 has one repeat inside k = 1's interval: it is said to have one repeat, never that k = 1 is clear of it
+    arms, af = _matrix({"baseline": [100, 101, 102], "eagle3-k1": [130, 131, 132], "eagle3-k2": [131.5]})
+    m = st.build_matrix(arms, af, ["sonnet"])
+    r = m["recommendation"]["sonnet"]
+    lo, hi = m["cells"]["eagle3-k1"]["sonnet"]["output_throughput"]["ci95"]
+    assert lo <= 131.5 <= hi
+    assert r["verdict"] == "pays" and r["arm"] == "eagle3-k1"
+    assert "clear of" not in r["reason"] and "k = 2 has one repeat (no interval, a higher single value)" in r["reason"]
+    # with a paying arm k = 3 that is clear of k = 1, only k = 3 is named clear
+    arms, af = _matrix({"baseline": [100, 101, 102], "eagle3-k1": [150, 151, 152], "eagle3-k2": [131],
+                        "eagle3-k3": [130, 131, 132]})
+    r = st.build_matrix(arms, af, ["sonnet"])["recommendation"]["sonnet"]
+    assert r["arm"] == "eagle3-k1" and "clear of k = 3" in r["reason"] and "clear of k = 2" not in r["reason"]
+
+
+def test_issue15_case4_the_30_percent_rule_does_not_fire_on_large_k_with_a_good_first_position():
+    # k = 4, 5 at 1.3x with tight intervals; vLLM's per-token acceptance is 28 % / 23 % (falls with k) but the
+    # first position is accepted 60 % of the time
+    arms = [arm("baseline", "baseline"), arm("eagle3-k4", k=4), arm("eagle3-k5", k=5)]
+    pp4, pp5 = [60.0, 30.0, 15.0, 8.0], [60.0, 30.0, 15.0, 8.0, 4.0]
+    af = {"baseline": facts({"sonnet": [bench(t) for t in (100, 101, 102)]}),
+          "eagle3-k4": facts({"sonnet": [bench(t, acc=sum(pp4) / 4, per_pos=pp4, k=4) for t in (130, 131, 132)]}),
+          "eagle3-k5": facts({"sonnet": [bench(t, acc=sum(pp5) / 5, per_pos=pp5, k=5) for t in (131, 132, 133)]})}
+    m = st.build_matrix(arms, af, ["sonnet"])
+    assert m["cells"]["eagle3-k4"]["sonnet"]["acceptance_rate"] < 30
+    assert m["cells"]["eagle3-k5"]["sonnet"]["acceptance_rate"] < 30
+    for aid in ("eagle3-k4", "eagle3-k5"):
+        assert _fieller_scipy(m["cells"][aid]["sonnet"]["output_throughput"]["values"], [100, 101, 102])[1][0] > 1.0
+    r = m["recommendation"]["sonnet"]
+    assert r["stop_tuning"] is False and r["verdict"] == "pays" and r["arm"] == "eagle3-k4"
+    assert "first position 60.0%" in r["reason"]
+    # a first position below 30 % on every arm does stop tuning, and the reason names the quantity
+    pp4, pp5 = [25.0, 10.0, 4.0, 1.0], [25.0, 10.0, 4.0, 1.0, 0.5]
+    af["eagle3-k4"] = facts({"sonnet": [bench(t, acc=sum(pp4) / 4, per_pos=pp4, k=4) for t in (130, 131, 132)]})
+    af["eagle3-k5"] = facts({"sonnet": [bench(t, acc=sum(pp5) / 5, per_pos=pp5, k=5) for t in (131, 132, 133)]})
+    r = st.build_matrix(arms, af, ["sonnet"])["recommendation"]["sonnet"]
+    assert r["verdict"] == "stop_tuning" and r["stop_tuning"] is True and r["arm"] is None
+    assert r["reason"].startswith("first-position acceptance on sonnet is below 30%")
+    assert "k = 4: 25.0%" in r["reason"] and "per-token acceptance rate" in r["reason"]
+    assert "first-position acceptance" in st.STOP_RULE
+
+
+def test_first_position_acceptance_sources():
+    assert st.first_position_acceptance({"per_position": {"marginal": [61.0, 20.0]}, "acceptance_rate": 40.5}, 2) == (
+        61.0, "first-position acceptance")
+    assert st.first_position_acceptance({"acceptance_rate": 44.0, "acceptance_length": 1.44}, 1) == (
+        44.0, "first-position acceptance")
+    v, src = st.first_position_acceptance({"acceptance_rate": 20.0, "acceptance_length": 1.6}, 3)
+    assert v == pytest.approx(60.0) and src.startswith("accepted tokens per draft step")  # ≥ the first position
+    assert st.first_position_acceptance({}, 3) == (None, None)
+
+
+def test_issue15_case5_one_df_rule_bounded_iff_scipy_bounded():
+    # the old gate (n − 1 df on the denominator) and Fieller (Welch df) disagreed both ways; now one rule
+    unbounded_old_delta = ([0, 100], [7, 13] * 5)
+    assert _fieller_scipy(*unbounded_old_delta)[0] is False
+    r = st.ratio_interval(*unbounded_old_delta)
+    assert r["unbounded"] is True and r["ci95"] is None
+    arms, af = _matrix({"baseline": [7, 13] * 5, "eagle3-k1": [0, 100]})
+    m = st.build_matrix(arms, af, ["sonnet"])
+    assert m["cells"]["eagle3-k1"]["sonnet"]["speedup"]["unbounded"] is True
+    rec = m["recommendation"]["sonnet"]
+    assert rec["verdict"] == "not_proven" and "unbounded" in rec["text"]
+    rows = {row[0]: row[1:] for row in st.matrix_rows(m, "sonnet", 80)}
+    assert rows["Speedup 95%"][1] == "unbounded"
+
+
+# -- what the intervals cover -----------------------------------------------------------------------------------
+
+def test_interval_coverage_says_whether_seeds_varied():
+    varied = st.interval_coverage(3, [0, 1, 2])
+    assert "over 3 repeats" in varied and "timing noise and prompt sampling" in varied and "0, 1, 2" in varied
+    one = st.interval_coverage(3, [0, 0, 0])
+    assert "timing noise only (one seed 0" in one
+    assert "timing noise only (one seed:" in st.interval_coverage(3, None)  # not recorded: assume one seed
+    assert "One repeat per arm" in st.interval_coverage(1, [0])
+
+
+def test_build_matrix_coverage_reads_the_recorded_seeds():
+    arms, af = tutorial_matrix()
+    m = st.build_matrix(arms, af, ["sonnet"])
+    assert "timing noise only" in m["coverage"]["sonnet"]
+    for aid in af:
+        for i, rep in enumerate(af[aid]["repeats"]["sonnet"]):
+            rep["seed"] = 100 + i
+    m = st.build_matrix(arms, af, ["sonnet"])
+    assert "prompt sampling (a different --seed per repeat: 100, 101, 102)" in m["coverage"]["sonnet"]

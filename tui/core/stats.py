@@ -117,7 +117,7 @@ def t_quantile(p: float, df: float) -> float:
 
 def _numbers(values: Iterable[Any] | None) -> list[float]:
     out: list[float] = []
-    for v in values or ():
+    for v in (() if values is None else values):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             continue
         f = float(v)
