@@ -108,16 +108,27 @@ def test_tune_matrix_end_to_end(tmp_path: Path):
     k2 = m["cells"]["eagle3-k2"]["sonnet"]
     marg = k2["per_position"]["marginal"]
     assert k2["predicted_al"]["1"] == pytest.approx(1 + marg[0] / 100, abs=1e-3)
-    # The recommendation follows the numbers in the files (highest mean throughput, ties to the smaller k).
+    # The recommendation follows the numbers in the files: an arm pays when its speedup's lower bound is above
+    # 1.0x; the best-paying one wins, ties to the smaller k; no payer: "not proven" when the best mean beats the
+    # baseline, "keep the baseline" otherwise; first-position acceptance < 30 % on every arm: stop tuning.
     for wl in ("sonnet", "chat"):
         rec = m["recommendation"][wl]
-        means = {a: m["cells"][a][wl]["output_throughput"]["mean"] for a in ("eagle3-k1", "eagle3-k2")}
-        best = max(means, key=means.get)
+        spec = ("eagle3-k1", "eagle3-k2")
+        means = {a: m["cells"][a][wl]["output_throughput"]["mean"] for a in spec}
+        paying = [a for a in spec if (m["cells"][a][wl]["speedup"]["ci95"] or [0])[0] > 1.0]
         if rec["stop_tuning"]:
-            assert all(m["cells"][a][wl]["acceptance_rate"] < 30 for a in means)
-        elif rec["arm"] != "baseline":
+            assert rec["verdict"] == "stop_tuning"
+            assert all(m["cells"][a][wl]["per_position"]["marginal"][0] < 30 for a in spec)
+        elif paying:
+            best = max(paying, key=means.get)
+            assert rec["verdict"] == "pays" and rec["arm"] in paying
             tied = {best, *rec["overlap"], rec["arm"]}
             assert rec["arm"] == (best if not rec["overlap"] else min(tied, key=lambda a: int(a.split("-k")[1])))
+        else:
+            best = max(spec, key=means.get)
+            beats = m["cells"][best][wl]["speedup"]["ratio"] > 1.0
+            assert rec["verdict"] == ("not_proven" if beats else "keep_baseline")
+            assert rec["arm"] == (None if beats else "baseline")
     # Every arm in report.md and summary.csv (one row per arm and workload).
     md = (run_dir / "report.md").read_text()
     assert "Step 3: tuning matrix" in md and "Recommendation" in md

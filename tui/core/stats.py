@@ -624,7 +624,8 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
                 how = (f"about {need} repeats of each (baseline and arm) would likely settle it" if need
                        else "more than 100 repeats would be needed at this spread: the difference is within the noise")
             res.update(verdict="not_proven", candidate=best["id"], repeats_needed=need,
-                       text=f"not proven: {lab(best)} is {sp['ratio']:.2f}x the baseline on {workload} but {why}; {how}",
+                       text=f"not proven: {lab(best)} is {sp['ratio']:.2f}x the baseline on {workload} but {why}; "
+                            f"{how}",
                        reason=("no speculative arm's speedup interval lies above 1.0x (an arm pays only when its "
                                "lower bound does); repeats estimated for a 95% interval to clear 1.0x with 80% "
                                "probability if the observed means and spreads hold (Welch–Satterthwaite degrees "
@@ -654,7 +655,8 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
         names = ", ".join(lab(a) if a is not best else f"{lab(a)} ({tput(a)['mean']:.1f} tok/s {_fmt_ci(tput(a)['ci95'])})"
                           for a in others)
         text += f"; {names} {verb}: prefer the smaller k"
-        reason_bits.append(f"the 95% throughput intervals of {', '.join(lab(a) for a in sorted(group, key=_k))} overlap, so they are "
+        tied_names = ", ".join(lab(a) for a in sorted(group, key=_k))
+        reason_bits.append(f"the 95% throughput intervals of {tied_names} overlap, so they are "
                            f"not distinguishable over {c(chosen['id'])['repeats']} repeats; the tutorial prefers the "
                            "smaller k (less draft work, lower latency when it does not pay)")
     clear = [a for a in paying if a not in group]
@@ -697,8 +699,9 @@ def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, 
                  workloads: Sequence[str]) -> dict[str, Any]:
     """The contract's matrix: {workloads, arms, cells: {arm: {workload: Cell}}, recommendation: {workload: ...},
     noise_floor: {workload: ...}, coverage: {workload: interval_coverage sentence}}. Each repeat's bench facts
-    may carry the bench's "seed" (the coverage sentence says whether the seeds varied). Every arm gets a cell on every workload (an empty one, repeats 0, where it
-    has no facts: not run yet, failed); speedups are against the first baseline arm's cell."""
+    may carry the bench's "seed" (the coverage sentence says whether the seeds varied). Every arm gets a cell
+    on every workload (an empty one, repeats 0, where it has no facts: not run yet, failed); speedups are
+    against the first baseline arm's cell."""
     arms_out = [{**{k: a.get(k) for k in ARM_KEYS}, **{k: a[k] for k in LAUNCH_KEYS if k in a}} for a in arms]
     base = next((a for a in arms_out if a.get("kind") == "baseline"), None)
     cells: dict[str, dict[str, Any]] = {}
