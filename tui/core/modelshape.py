@@ -196,7 +196,8 @@ def machine_limits(env_facts: Mapping[str, Any] | None, platform: str, pp: int =
     return None, "", 1
 
 
-def _truthy(v: Any) -> bool:
+def truthy(v: Any) -> bool:
+    """vLLM's reading of a boolean environment variable."""
     return str(v or "").strip().lower() in ("1", "true")
 
 
@@ -232,7 +233,7 @@ def check(shapes: Mapping[str, Any] | None, server: Mapping[str, Any], speculati
         if mml and limit and mml > limit:
             if allow_long is None:
                 env = server.get("env") if isinstance(server.get("env"), Mapping) else {}
-                allow_long = _truthy(env.get(ALLOW_LONG))
+                allow_long = truthy(env.get(ALLOW_LONG))
             src = target.get("max_len_source") or ""
             msg = (f"max_model_len {mml} exceeds the {limit} positions of {name}"
                    + (f" ({src})" if src else ""))
@@ -249,4 +250,4 @@ def check(shapes: Mapping[str, Any] | None, server: Mapping[str, Any], speculati
     return issues
 
 
-__all__ = ["ERROR", "WARN", "Issue", "check", "derive_max_len", "machine_limits", "shape_of", "suggest_tp", "text_config", "tp_ok", "valid_tps"]
+__all__ = ["ERROR", "WARN", "Issue", "check", "derive_max_len", "machine_limits", "shape_of", "suggest_tp", "text_config", "truthy", "tp_ok", "valid_tps"]
