@@ -11,8 +11,9 @@ vLLM (vllm/config/model.py and the linear layers, as of 0.32) refuses at startup
     max_sequence_length, max_seq_length, seq_len; model_max_length wins when set; times the RoPE scaling factor
     except for su/longrope/llama3/YaRN types, whose max_position_embeddings is already scaled) unless
     VLLM_ALLOW_LONG_MAX_MODEL_LEN is set. Before vLLM's YaRN realignment a "yarn" config's length was
-    original_max_position_embeddings × factor; the larger of the two readings is used, so no vLLM in the
-    supported range accepts what is refused here;
+    original_max_position_embeddings × factor; vLLM 0.32 (checked in its source) has the realigned rule, so from
+    0.32 on that is the rule, and for an older or unknown vLLM the larger of the two readings is used (nothing
+    any of them accepts is refused);
   * pipeline stages without a layer (get_pp_indices splits num_hidden_layers over the stages: more stages
     than layers leaves stages empty).
 The draft's own positions are not checked: vLLM caps the draft's length at the target's.
@@ -73,9 +74,13 @@ def _rope_parameters(tc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [rp]
 
 
-def derive_max_len(tc: Mapping[str, Any]) -> tuple[int | None, str]:
+YARN_REALIGNED_SINCE = (0, 32)
+
+
+def derive_max_len(tc: Mapping[str, Any], yarn_realigned: bool | None = None) -> tuple[int | None, str]:
     """(vLLM's derived maximum length, how it was derived); (None, "") when the config names none (vLLM
-    then accepts any --max-model-len)."""
+    then accepts any --max-model-len). `yarn_realigned`: the vLLM reads a YaRN config's max_position_embeddings
+    as already scaled (True), as original × factor (False), or either (None: the larger)."""
     best: float | None = None
     key = ""
     for k in MAX_LEN_KEYS:
@@ -106,20 +111,27 @@ def derive_max_len(tc: Mapping[str, Any]) -> tuple[int | None, str]:
             how += f" × rope factor {factor:g} ({kind})"
         elif kind in SCALED_ROPE_TYPES:
             how += f", rope {kind}: already scaled"
-        if old_yarn is not None and old_yarn > best:
+        if old_yarn is not None and yarn_realigned is False:
+            best, how = old_yarn, f"original_max_position_embeddings × rope factor = {int(old_yarn)} (yarn)"
+        elif old_yarn is not None and yarn_realigned is None and old_yarn > best:
             how += f"; vLLM before the YaRN realignment reads original_max_position_embeddings × factor = {int(old_yarn)}"
             best = old_yarn
     return int(best), how
 
 
-def shape_of(cfg: Mapping[str, Any] | None, name: str, role: str = "target") -> dict[str, Any] | None:
+def yarn_realigned(vllm_version: tuple[int, ...] | None) -> bool | None:
+    return None if vllm_version is None or vllm_version < YARN_REALIGNED_SINCE else True
+
+
+def shape_of(cfg: Mapping[str, Any] | None, name: str, role: str = "target",
+             yarn_realigned: bool | None = None) -> dict[str, Any] | None:
     """What the refusal rules need from one config.json (JSON-ready)."""
     if not isinstance(cfg, Mapping):
         return None
     tc = text_config(cfg, role)
     heads = _int(tc.get("num_attention_heads"))
     kv = next((_int(tc[k]) for k in KV_HEAD_KEYS if _int(tc.get(k)) is not None), None)
-    max_len, how = derive_max_len(tc)
+    max_len, how = derive_max_len(tc, yarn_realigned)
     return {"name": name, "heads": heads, "kv_heads": kv if kv is not None else heads,
             "layers": _int(tc.get("num_hidden_layers")), "max_len": max_len, "max_len_source": how}
 

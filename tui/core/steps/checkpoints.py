@@ -40,6 +40,7 @@ from ..hub import (HubFailure, HubSettings, ModelProbe, free_bytes, hub_settings
 from ..platforms import env_lookup, profile_platform
 from ..probe import find_server_interpreter, server_launch_env
 from ..safetensors_header import DirTensors
+from ..sysinfo import version_tuple
 from ..supervisor import ManagedProcess
 from .base import FactRecorder, StepContext, StepResult
 
@@ -608,8 +609,9 @@ def _shape_facts(f: _Facts, ctx: StepContext, shapes: dict[str, Any]) -> list[st
     limit, why, at_least = ms.machine_limits(env, platform, pp)
     server_env = {k: ctx.ph.resolve(str(v)) for k, v in (srv.get("env") or {}).items()}
     allow, _where = env_lookup(ms.ALLOW_LONG, dict(ctx.environ), server_env)
+    shapes["allow_long"] = ms.truthy(allow)  # the Profile pane's checks read it with the shapes
     issues = ms.check(shapes, srv, sp, tp_limit=limit, tp_limit_why=why, tp_at_least=at_least,
-                      allow_long=ms.truthy(allow))
+                      allow_long=shapes["allow_long"])
     by_fact: dict[str, list[tuple[str, str, str]]] = {}
     for key, level, msg in issues:
         name = SHAPE_FACTS[key] if key != ms.TP_KEY or "of the draft" not in msg else SHAPE_FACTS[ms.DRAFT_TP_KEY]
@@ -934,8 +936,10 @@ async def run(ctx: StepContext, *, timeout_s: float | None = None) -> StepResult
               f"the {' and '.join(missing)} config.json {'is' if len(missing) == 1 else 'are'} unavailable")
     if tf is not None:
         _quant_facts(f, ctx, tf)
-    shapes = {"target": ms.shape_of(target.config, target_name) if target.config is not None else None,
-              "draft": ms.shape_of(draft.config, draft_name, "draft") if draft.config is not None else None}
+    realigned = ms.yarn_realigned(version_tuple((ctx.shared.get("env") or {}).get("vllm_version")))
+    shapes = {"target": ms.shape_of(target.config, target_name, "target", realigned)
+              if target.config is not None else None,
+              "draft": ms.shape_of(draft.config, draft_name, "draft", realigned) if draft.config is not None else None}
     refused = _shape_facts(f, ctx, shapes)
     if refused:
         ctx.emit(dg.make("settings-refused-by-vllm", STEP, refused,
