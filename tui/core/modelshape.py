@@ -114,7 +114,8 @@ def derive_max_len(tc: Mapping[str, Any], yarn_realigned: bool | None = None) ->
         if old_yarn is not None and yarn_realigned is False:
             best, how = old_yarn, f"original_max_position_embeddings × rope factor = {int(old_yarn)} (yarn)"
         elif old_yarn is not None and yarn_realigned is None and old_yarn > best:
-            how += f"; vLLM before the YaRN realignment reads original_max_position_embeddings × factor = {int(old_yarn)}"
+            how += ("; vLLM before the YaRN realignment reads original_max_position_embeddings × factor = "
+                    f"{int(old_yarn)}")
             best = old_yarn
     return int(best), how
 
@@ -262,4 +263,5 @@ def check(shapes: Mapping[str, Any] | None, server: Mapping[str, Any], speculati
     return issues
 
 
-__all__ = ["ERROR", "WARN", "Issue", "check", "derive_max_len", "machine_limits", "shape_of", "suggest_tp", "text_config", "truthy", "tp_ok", "valid_tps"]
+__all__ = ["ERROR", "WARN", "Issue", "check", "derive_max_len", "machine_limits", "shape_of", "suggest_tp",
+           "text_config", "tp_ok", "truthy", "valid_tps", "yarn_realigned"]

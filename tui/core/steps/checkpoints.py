@@ -18,7 +18,10 @@ tutorial's "acceptance rate is 0%") or kills the engine on the first request: dr
 draft_vocab_size and the d2t mapping), and the EAGLE3 aux hidden-state layers (the draft's
 eagle_aux_hidden_state_layer_ids, or vLLM's default (2, L//2, L-3), must give as many distinct layers of
 the target as the draft's fc takes). Also notes the target's MXFP4 quantization_config and whether the
-profile clears it with --hf-overrides.
+profile clears it with --hf-overrides, and refuses what vLLM would refuse at startup for the models' shape
+(tui/core/modelshape.py: TP against the attention / KV heads of target and draft, max_model_len against the
+derived positions, PP against the layers); the shapes go into the step's facts as `model_shape` for the
+Profile pane's as-you-type checks.
 
 Hub settings come from `ctx.environ` (HF_ENDPOINT, HF_TOKEN, HF_HOME/HF_HUB_CACHE, HF_HUB_OFFLINE,
 HF_HUB_ETAG_TIMEOUT), see tui.core.hub. Writes checkpoints.json; tokens never reach a fact or a file.
