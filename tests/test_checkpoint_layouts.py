@@ -38,7 +38,9 @@ def _closed_port_endpoint() -> str:
 def profile(target: str, draft: str, method: str = "eagle3", command: list[str] | None = None,
             prepare: list[str] | None = None):
     raw: dict = {"models": {"target": target, "draft": draft},
-                 "server": {"additional_config": {"neuron_config": {  # the default platform's own validation
+                 # TP 4: the fixtures' 4 attention heads (2 KV heads) split over it, as vLLM requires.
+                 "server": {"tensor_parallel_size": 4,
+                            "additional_config": {"neuron_config": {  # the default platform's own validation
                      "num_batched_tokens_buckets": [512], "num_seqs_buckets": [1], "kv_segment_size_buckets": [512],
                      "on_device_sampling_config": {"all_greedy": True}}}},
                  "speculative": {"method": method, "model": draft, "num_speculative_tokens": 1}}

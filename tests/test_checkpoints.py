@@ -306,3 +306,64 @@ def test_only_the_runs_endpoint_is_contacted(hub, tmp_path):
         assert out.stdout.strip().endswith("passed")
         assert other.requests == []
     assert hub.requests_to("/api/models/*")
+
+
+# -- settings vLLM refuses for the models' shape (tui/core/modelshape.py) --------------------------------------
+
+
+def shaped_profile(**server):
+    prof = tutorial_profile()
+    return prof.with_values({f"server.{k}": v for k, v in server.items()})
+
+
+def test_tutorial_pair_records_the_shape_and_passes_at_tp16(hub, tmp_path):
+    run = run_step(tmp_path, shaped_profile(tensor_parallel_size=16), env_for(hub, tmp_path), hub.url)
+    assert run.fact("TP vs heads").status == "pass" and "64 attention heads, 8 KV heads" in run.fact("TP vs heads").value
+    assert run.fact("draft TP vs heads").status == "pass"
+    assert run.fact("max_model_len").status == "pass"
+    shape = run.result.facts["model_shape"]
+    assert (shape["target"]["heads"], shape["target"]["kv_heads"], shape["target"]["layers"],
+            shape["target"]["max_len"]) == (64, 8, 36, 131072)
+    assert run.artifact["model_shape"] == shape
+
+
+def test_tp15_is_refused_before_launch_naming_the_head_count(hub, tmp_path):
+    # With the environment step's facts of a trn2.48xlarge: the valid TPs stop at its 64 logical cores.
+    profile = shaped_profile(tensor_parallel_size=15)
+    events: list[Event] = []
+    ctx = StepContext(profile=profile, run=RunDir(tmp_path / "run"), emit=events.append,
+                      ph=Placeholders(sim_hub=hub.url, cache_dir=str(tmp_path / "cache")),
+                      environ=env_for(hub, tmp_path))
+    ctx.shared["env"] = {"platform": "neuron", "logical_cores": 64}
+    result = asyncio.run(checkpoints.run(ctx, timeout_s=5.0))
+    run = Run(ctx, events, result)
+    assert run.result.status == "failed"
+    fact = run.fact("TP vs heads")
+    assert fact.status == "fail"
+    assert "TP 15 does not divide the 64 attention heads of openai/gpt-oss-120b" in fact.detail
+    assert "use 1, 2, 4, 8, 16, 32 or 64 (within the 64 logical cores)" in fact.detail
+    assert "server.tensor_parallel_size to 16" in fact.remedy and "Profile pane" in fact.remedy
+    assert run.fact("draft TP vs heads").status == "fail"  # the draft runs at the target's TP: 64 heads too
+    (diag,) = [e for e in run.events if isinstance(e, Diagnosis)]
+    assert diag.id == "settings-refused-by-vllm" and diag.severity == "error"
+    assert any("64 attention heads" in ev for ev in diag.evidence)
+    assert diag.remedy.count("server.tensor_parallel_size to 16") == 1
+    assert_readable(run)
+
+
+def test_max_model_len_beyond_the_positions_and_pp_beyond_the_layers_are_refused(hub, tmp_path):
+    run = run_step(tmp_path, shaped_profile(tensor_parallel_size=16, max_model_len=262144, pipeline_parallel_size=40),
+                   env_for(hub, tmp_path), hub.url)
+    assert run.result.status == "failed"
+    mml = run.fact("max_model_len")
+    assert mml.status == "fail" and "262144 exceeds the 131072 positions" in mml.detail and "131072" in mml.remedy
+    pp = run.fact("pipeline stages")
+    assert pp.status == "fail" and "36 layers" in pp.detail
+
+
+def test_vllm_allow_long_max_model_len_turns_the_refusal_into_a_warning(hub, tmp_path):
+    env = env_for(hub, tmp_path, VLLM_ALLOW_LONG_MAX_MODEL_LEN="1")
+    run = run_step(tmp_path, shaped_profile(tensor_parallel_size=16, max_model_len=262144), env, hub.url)
+    assert run.fact("max_model_len").status == "warn"
+    assert run.result.status == "warned"
+    assert run.result.facts["model_shape"]["allow_long"] is True

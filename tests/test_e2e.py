@@ -135,6 +135,25 @@ def test_launch_fault_variants_exit_1_with_diagnosis(tmp_path, updates, expected
     assert "Traceback" not in r.stderr
 
 
+def test_tp15_is_refused_before_any_launch_naming_the_head_count(tmp_path):
+    # TP 15 fits the stand-in's cores and HBM, but 64 attention heads do not split over 15 ranks: the real vLLM
+    # refuses it at startup, so the checkpoints step (the first to read config.json) refuses it before a launch.
+    prof = demo_variant(tmp_path, "tp15", server__tensor_parallel_size=15)
+    run_dir = tmp_path / "run"
+    r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--run-dir", str(run_dir))
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    assert "TP 15 does not divide the 64 attention heads of openai/gpt-oss-120b" in r.stderr
+    rep = load_report(run_dir)
+    statuses = {s["id"]: s["status"] for s in rep["steps"]}
+    assert statuses["env"] in ("passed", "warned") and statuses["checkpoints"] == "failed", statuses
+    assert all(statuses[s] == "skipped" for s in ("dataset", "baseline", "eagle3")), statuses
+    assert not list(run_dir.glob("baseline*.log")) and not list(run_dir.glob("eagle3*.log"))  # nothing launched
+    diag = next(d for d in rep["diagnostics"] if d["id"] == "settings-refused-by-vllm")
+    assert diag["severity"] == "error" and "server.tensor_parallel_size to 16" in diag["remedy"]
+    assert any("64 attention heads" in e for e in diag["evidence"])
+
+
 def test_zero_acceptance_variant(tmp_path):
     prof = demo_variant(tmp_path, "zero", simulation__fault="draft-mismatch")
     run_dir = tmp_path / "run"

@@ -81,3 +81,35 @@ def test_cuda_tp_times_pp_against_the_visible_gpus():
     issues = check_edits(prof, facts, {"server.tensor_parallel_size": 8})
     assert keys(issues) == [("server.tensor_parallel_size", ERROR)] and "needs 8 GPUs; 4 visible" in issues[0][2]
     assert check_edits(prof, facts, {"server.tensor_parallel_size": 4}) == []
+
+
+# The checkpoints step's record of the models' shape (its StepResult facts "model_shape"), as the app merges it
+# into the facts once that step has read the config.json files.
+GPT_SHAPE = {"target": {"name": "openai/gpt-oss-120b", "heads": 64, "kv_heads": 8, "layers": 36, "max_len": 131072,
+                        "max_len_source": "max_position_embeddings = 131072"},
+             "draft": {"name": "RedHatAI/gpt-oss-120b-speculator.eagle3", "heads": 64, "kv_heads": 8, "layers": 1,
+                       "max_len": 131072, "max_len_source": "max_position_embeddings = 131072"},
+             "allow_long": False}
+
+
+def test_tp_against_the_models_heads_once_the_config_is_known():
+    demo = load_profile("demo")
+    facts = dict(TRN2, model_shape=GPT_SHAPE)
+    issues = check_edits(demo, facts, {"server.tensor_parallel_size": 15})
+    assert keys(issues)[0] == ("server.tensor_parallel_size", ERROR)
+    assert "TP 15 does not divide the 64 attention heads of openai/gpt-oss-120b" in issues[0][2]
+    assert "use 16, 32 or 64" in issues[0][2]  # within the 64 cores, from the TP whose weights fit the HBM
+    assert check_edits(demo, facts, {"server.tensor_parallel_size": 32}) == []
+    # Without the environment's facts the heads still decide (all TPs that divide them).
+    (first, *_) = check_edits(demo, {"model_shape": GPT_SHAPE}, {"server.tensor_parallel_size": 15})
+    assert "use 1, 2, 4, 8, 16, 32 or 64" in first[2]
+    # Not known yet (the checkpoints step has not read the configs): not checked.
+    assert check_edits(demo, {}, {"server.tensor_parallel_size": 15}) == []
+
+
+def test_max_model_len_and_pp_against_the_models_positions_and_layers():
+    prof = load_profile("demo").with_values({"server.max_model_len": 200000, "server.pipeline_parallel_size": 40})
+    issues = check_edits(prof, {"model_shape": GPT_SHAPE})
+    assert ("server.max_model_len", ERROR) in keys(issues) and ("server.pipeline_parallel_size", ERROR) in keys(issues)
+    allowed = dict(GPT_SHAPE, allow_long=True)
+    assert ("server.max_model_len", WARN) in keys(check_edits(prof, {"model_shape": allowed}))

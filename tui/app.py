@@ -621,9 +621,15 @@ class SpecdecApp(App[int]):
         if self.engine is None:
             return {}
         res = self.engine.results.get("env")
-        if res is not None and res.facts:
-            return dict(res.facts)
-        return dict(self.engine.ctx.shared.get("env") or {})
+        facts = dict(res.facts) if res is not None and res.facts else dict(self.engine.ctx.shared.get("env") or {})
+        # Once the checkpoints step has read the models' config.json (passed or refused): their shape, so the
+        # Profile pane refuses as you type what vLLM would refuse (TP vs heads, max_model_len, PP).
+        ck = self.engine.results.get("checkpoints")
+        shape = (ck.facts if ck is not None and ck.facts else self.engine.ctx.shared.get("checkpoints") or {}) \
+            .get("model_shape")
+        if shape:
+            facts["model_shape"] = shape
+        return facts
 
     def _launch_pane(self) -> LaunchPane | None:
         pid = self.current_pane_id

@@ -55,6 +55,10 @@ CATALOG: dict[str, Entry] = {
         "Use a draft trained against this exact target with a matching speculative.method (the checks above name "
         "the field that differs). A mismatched pair gives an acceptance rate near 0% after a long compile; for "
         "openai/gpt-oss-120b the tutorial's RedHatAI/gpt-oss-120b-speculator.eagle3 with method \"eagle3\" matches."),
+    "settings-refused-by-vllm": Entry(
+        "error", "vLLM would refuse these settings for this model",
+        "{advice} The model's config.json decides what vLLM accepts (attention heads, positions, layers); these "
+        "settings would fail at `vllm serve` startup, so nothing was launched."),
     "compile-failed": Entry(
         "error", "neuronx-cc compilation failed",
         "Read the compiler log of the failed graph: {entry}log-neuron-cc.txt (next to command.txt). Check the "

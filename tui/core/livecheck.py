@@ -4,7 +4,10 @@ The profile rules (tui/core/profile.py) say whether a value is valid at all; the
 work on *this* machine: TP against the logical cores (neuron) or visible GPUs (cuda), the model's weights at
 that TP against the HBM of one logical core, the cores other processes hold, the server port, and the
 benchmark lengths against server.max_model_len. The fact names are those the `env` step stores
-(ctx.shared["env"], see tui/core/steps/env.py); a fact that is missing is not checked.
+(ctx.shared["env"], see tui/core/steps/env.py); a fact that is missing is not checked. Once the checkpoints step
+has read the models' config.json, its `model_shape` (in the same facts mapping) adds what vLLM refuses for the
+models' shape: TP against the attention / KV heads, max_model_len against the positions, PP against the layers
+(tui/core/modelshape.py).
 
 Pure: the port probe is passed in (tui.core.supervisor.port_free in the app), so tests need no sockets.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from . import modelshape
 from .platforms import hbm_need_per_core, profile_platform, smallest_fitting
 from .sysinfo import GIB, ranges
 
@@ -77,6 +81,12 @@ def check_edits(profile: Any, env_facts: Mapping[str, Any] | None, edits: Mappin
             vis = facts.get("visible_gpus")
             if isinstance(vis, list) and tp * pp > len(vis):
                 issues.append((key, ERROR, f"TP {tp} × PP {pp} needs {tp * pp} GPUs; {len(vis)} visible"))
+
+    shapes = facts.get("model_shape")
+    if isinstance(shapes, Mapping):
+        limit, why, at_least = modelshape.machine_limits(facts, platform, pp)
+        issues += modelshape.check(shapes, srv, s.get("speculative", {}), tp_limit=limit, tp_limit_why=why,
+                                   tp_at_least=at_least, allow_long=shapes.get("allow_long"))
 
     port, host = _int(srv.get("port")), srv.get("host")
     if port_free is not None and port is not None and 0 < port < 65536 and isinstance(host, str) and host:

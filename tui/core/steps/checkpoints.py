@@ -18,7 +18,10 @@ tutorial's "acceptance rate is 0%") or kills the engine on the first request: dr
 draft_vocab_size and the d2t mapping), and the EAGLE3 aux hidden-state layers (the draft's
 eagle_aux_hidden_state_layer_ids, or vLLM's default (2, L//2, L-3), must give as many distinct layers of
 the target as the draft's fc takes). Also notes the target's MXFP4 quantization_config and whether the
-profile clears it with --hf-overrides.
+profile clears it with --hf-overrides, and refuses what vLLM would refuse at startup for the models' shape
+(tui/core/modelshape.py: TP against the attention / KV heads of target and draft, max_model_len against the
+derived positions, PP against the layers); the shapes go into the step's facts as `model_shape` for the
+Profile pane's as-you-type checks.
 
 Hub settings come from `ctx.environ` (HF_ENDPOINT, HF_TOKEN, HF_HOME/HF_HUB_CACHE, HF_HUB_OFFLINE,
 HF_HUB_ETAG_TIMEOUT), see tui.core.hub. Writes checkpoints.json; tokens never reach a fact or a file.
@@ -33,11 +36,14 @@ import shlex
 from typing import Any
 
 from .. import diagnostics as dg
+from .. import modelshape as ms
 from ..events import Artifact, LogLine, Progress
 from ..hub import (HubFailure, HubSettings, ModelProbe, free_bytes, hub_settings, looks_local, probe_model, scrub,
                    scrub_obj)
+from ..platforms import env_lookup, profile_platform
 from ..probe import find_server_interpreter, server_launch_env
 from ..safetensors_header import DirTensors
+from ..sysinfo import version_tuple
 from ..supervisor import ManagedProcess
 from .base import FactRecorder, StepContext, StepResult
 
@@ -585,6 +591,89 @@ def _aux_fact(f: _Facts, df: dict[str, Any], ts: dict[str, Any], tf: dict[str, A
     return True
 
 
+# Where each refused setting is changed: the profile key and, where it has one, the Profile pane's field.
+SHAPE_WHERE = {
+    ms.TP_KEY: ' (on the Profile pane: "Tensor parallel (TP)", then r)',
+    ms.DRAFT_TP_KEY: " in the profile",
+    ms.LEN_KEY: " in the profile",
+    ms.PP_KEY: " in the profile",
+}
+SHAPE_FACTS = {ms.TP_KEY: "TP vs heads", ms.DRAFT_TP_KEY: "draft TP vs heads", ms.LEN_KEY: "max_model_len",
+               ms.PP_KEY: "pipeline stages"}
+
+
+def _shape_facts(f: _Facts, ctx: StepContext, shapes: dict[str, Any]) -> list[str]:
+    """What vLLM would refuse at startup for these models (tui/core/modelshape.py): one fact per setting;
+    returns the evidence of the refused ones."""
+    srv, sp = ctx.profile.data["server"], ctx.profile.data["speculative"]
+    env = ctx.shared.get("env") or {}
+    platform = env.get("platform") or profile_platform(ctx.profile)
+    tp, pp = int(srv["tensor_parallel_size"]), int(srv.get("pipeline_parallel_size") or 1)
+    limit, why, at_least = ms.machine_limits(env, platform, pp)
+    server_env = {k: ctx.ph.resolve(str(v)) for k, v in (srv.get("env") or {}).items()}
+    allow, _where = env_lookup(ms.ALLOW_LONG, dict(ctx.environ), server_env)
+    shapes["allow_long"] = ms.truthy(allow)  # the Profile pane's checks read it with the shapes
+    issues = ms.check(shapes, srv, sp, tp_limit=limit, tp_limit_why=why, tp_at_least=at_least,
+                      allow_long=shapes["allow_long"])
+    by_fact: dict[str, list[tuple[str, str, str]]] = {}
+    for key, level, msg in issues:
+        name = SHAPE_FACTS[key] if key != ms.TP_KEY or "of the draft" not in msg else SHAPE_FACTS[ms.DRAFT_TP_KEY]
+        by_fact.setdefault(name, []).append((key, level, msg))
+    t, d = shapes.get("target") or {}, shapes.get("draft") or {}
+    evidence: list[str] = []
+
+    def heads_text(sh: dict[str, Any]) -> str:
+        kv = sh.get("kv_heads")
+        return f"{sh.get('heads')} attention heads" + (f", {kv} KV heads" if kv and kv != sh.get("heads") else "")
+
+    def report(name: str, ok_value: str, ok_detail: str, bad_value: str = "") -> None:
+        bad_value = bad_value or ok_value
+        found = by_fact.get(name)
+        if not found:
+            f.add(name, ok_value, "pass", ok_detail)
+            return
+        key, level, msg = found[0]
+        if key == ms.TP_KEY:
+            sh = d if name == SHAPE_FACTS[ms.DRAFT_TP_KEY] else t
+            sug = ms.suggest_tp(tp, sh.get("heads"), sh.get("kv_heads"), limit, at_least)
+            ok_t = ms.suggest_tp(tp, t.get("heads"), t.get("kv_heads"), limit, at_least) if t else sug
+            if sug and ok_t == sug:
+                fix = f"Set {key} to {sug}" + SHAPE_WHERE[key]
+            else:
+                fix = f"Set {ms.DRAFT_TP_KEY} to 1 (the draft runs unsplit){SHAPE_WHERE[ms.DRAFT_TP_KEY]}"
+        elif key == ms.DRAFT_TP_KEY:
+            fix = f"Set {key} to 1, or remove it{SHAPE_WHERE[key]}"
+        elif key == ms.LEN_KEY:
+            fix = (f"Set {key} to {t.get('max_len')} or less (0 lets vLLM take it){SHAPE_WHERE[key]}"
+                   if level == ms.ERROR else f"Lower {key}, or accept positions the model was not trained for")
+        else:
+            fix = f"Set {key} to at most {t.get('layers')}{SHAPE_WHERE[key]}"
+        f.add(name, bad_value, "fail" if level == ms.ERROR else "warn", msg, fix + ".")
+        if level == ms.ERROR:
+            evidence.append(f"{name}: {msg}")
+
+    if t.get("heads"):
+        report(SHAPE_FACTS[ms.TP_KEY], f"TP {tp}: {heads_text(t)}",
+               f"{t.get('name')} has {heads_text(t)}: TP {tp} divides them, as vLLM requires")
+    dtp = int(sp.get("draft_tensor_parallel_size") or 0) or tp
+    if d.get("heads"):
+        report(SHAPE_FACTS[ms.DRAFT_TP_KEY], f"draft TP {dtp}: {heads_text(d)}",
+               f"the draft {d.get('name')} has {heads_text(d)}: its TP {dtp} divides them"
+               + ("" if sp.get("draft_tensor_parallel_size") else " (the draft runs at the target's TP)"))
+    mml = int(srv.get("max_model_len") or 0)
+    if t.get("max_len"):
+        if mml:
+            report(SHAPE_FACTS[ms.LEN_KEY], f"{mml} ≤ {t['max_len']} positions",
+                   f"{t.get('name')}: {t.get('max_len_source')}", f"{mml} > {t['max_len']} positions")
+        else:
+            f.add(SHAPE_FACTS[ms.LEN_KEY], f"not sent: vLLM takes {t['max_len']}", "info",
+                  f"{t.get('name')}: {t.get('max_len_source')}")
+    if pp > 1 and t.get("layers"):
+        report(SHAPE_FACTS[ms.PP_KEY], f"PP {pp} over {t['layers']} layers",
+               f"{t.get('name')} has {t['layers']} layers: each of the {pp} stages holds at least one")
+    return evidence
+
+
 def _quant_facts(f: _Facts, ctx: StepContext, tf: dict[str, Any]) -> None:
     q = tf.get("quantization")
     if not q:
@@ -850,6 +939,15 @@ async def run(ctx: StepContext, *, timeout_s: float | None = None) -> StepResult
               f"the {' and '.join(missing)} config.json {'is' if len(missing) == 1 else 'are'} unavailable")
     if tf is not None:
         _quant_facts(f, ctx, tf)
+    realigned = ms.yarn_realigned(version_tuple((ctx.shared.get("env") or {}).get("vllm_version")))
+    shapes = {"target": ms.shape_of(target.config, target_name, "target", realigned)
+              if target.config is not None else None,
+              "draft": ms.shape_of(draft.config, draft_name, "draft", realigned) if draft.config is not None else None}
+    refused = _shape_facts(f, ctx, shapes)
+    if refused:
+        ctx.emit(dg.make("settings-refused-by-vllm", STEP, refused,
+                         advice=" ".join(dict.fromkeys(x.remedy for x in rec.facts if x.status == "fail"
+                                                       and x.name in SHAPE_FACTS.values()))))
     # Common-issues diagnoses this step can raise before any compile.
     if tf is not None and df is not None and not compatible:
         evidence = [scrub(f"{x.name}: {x.value} — {x.detail}", hs.secrets) for x in rec.facts
@@ -870,6 +968,7 @@ async def run(ctx: StepContext, *, timeout_s: float | None = None) -> StepResult
         "target": target_json,
         "draft": draft_json,
         "compatible": compatible,
+        "model_shape": shapes,
         "disk": disk,
         "prepare": prepare,
         "status": rec.status(),
@@ -878,7 +977,7 @@ async def run(ctx: StepContext, *, timeout_s: float | None = None) -> StepResult
     path = ctx.run.write_json("checkpoints.json", artifact)
     ctx.emit(Artifact(STEP, "checkpoints.json", str(path)))
     return rec.result(scrub_obj({"target": target_json, "draft": draft_json, "compatible": compatible,
-                                 "endpoint": hs.endpoint}, hs.secrets))
+                                 "model_shape": shapes, "endpoint": hs.endpoint}, hs.secrets))
 
 
 __all__ = ["COMPAT_FACTS", "PREPARE_TIMEOUT_S", "run", "verifier_match"]
