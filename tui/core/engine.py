@@ -36,7 +36,7 @@ from .events import (
     StepStarted,
     StepStatus,
 )
-from .arms import arms_of, fingerprint, is_arm_step, is_tune, run_steps, step_title
+from .arms import arms_of, fingerprint, is_arm_step, is_tune, result_name, run_steps, step_title
 from .profile import Profile
 from .rundir import (
     RunDir,
@@ -49,6 +49,7 @@ from .rundir import (
     check_reuse,
     redact,
     redact_event,
+    result_file_problem,
     stale_running_steps,
 )
 from .steps.base import StepContext, StepResult
@@ -144,6 +145,7 @@ class Engine:
         self.opened = False  # open() has been called (it runs once)
         self._stale: tuple[list[str], str, str] | None = None
         self._kept: list[str] = []
+        self._file_notices: list[str] = []  # result files a continued run found missing or changed
         self.unwritable: RunDirUnwritable | None = None
         self.refused: RunDirStateError | None = None
         self._opened_steps = False
@@ -172,8 +174,10 @@ class Engine:
                             b = res.spec
                             spec = mx.SpecStats(b.acceptance_rate, b.acceptance_length, b.num_drafts, b.draft_tokens,
                                                 b.accepted_tokens, list(b.per_position))
+                        from .rundir import file_digest
+
                         facts["bench"] = dict(bench_facts(res, spec, "bench" if spec else None),
-                                              result_file=str(result))
+                                              result_file=str(result), **file_digest(result))
                     except Exception:
                         pass
             self.ctx.shared[sid] = facts
@@ -407,6 +411,7 @@ class Engine:
             who = f"pid {owner.get('pid')}" if isinstance(owner, dict) and owner.get("pid") else "an earlier app"
             why = f"interrupted: the app running it ({who}) stopped without finishing it"
             self.run.mark_interrupted(stale, why)
+        self._kept = self._plan_continuation()
         self.run.claim()
         self.run.state.update({"profile": prof.name, "profile_source": prof.source, "simulated": prof.simulated,
                                "requested_steps": self.steps, "started": time.time()})
@@ -420,28 +425,82 @@ class Engine:
             self._opened.set()
             return
         self._stale = (stale, who, why) if stale else None
-        self._kept = self._keep_finished_arms()
-        self.ctx.runtime["todo"] = [sid for sid in self.steps if sid not in self._kept]
         self._open_task = asyncio.ensure_future(self._finish_open())
 
-    def _keep_finished_arms(self) -> list[str]:
-        """A tune run continued in the same directory (--run-dir) goes on where it stopped: every arm that
-        finished there with the same fingerprint (server argv, benchmark, workloads, repeats) is kept, results
-        and all, and not run again. Only arms: the checks before them are cheap and are run again."""
-        if not is_tune(self.profile):
-            return []
-        kept = []
+    def _result_problems(self, sid: str, facts: dict[str, Any]) -> list[tuple[str, str, str, str | None, int]]:
+        """[(what, file name, why, workload, repeat)] for each result file of arm `sid` that state.json records
+        numbers for and that is missing or changed since (checked against its recorded sha256 and size)."""
+        out: list[tuple[str, str, str, str | None, int]] = []
+        if is_tune(self.profile):
+            repeats = facts.get("repeats") if isinstance(facts.get("repeats"), dict) else {}
+            for wl, recs in repeats.items():
+                for r, rec in enumerate(recs if isinstance(recs, list) else [], start=1):
+                    name = result_name(self.profile, sid, str(wl), r)
+                    why = result_file_problem(self.run.path, name, rec if isinstance(rec, dict) else None)
+                    if why:
+                        out.append((f"{wl} repeat {r} ", name, why, str(wl), r))
+        elif isinstance(facts.get("bench"), dict):
+            name = result_name(self.profile, sid, "", 1)
+            why = result_file_problem(self.run.path, name, facts["bench"])
+            if why:
+                out.append(("", name, why, None, 1))
+        return out
+
+    def _plan_continuation(self) -> list[str]:
+        """A run continued in the same directory (--run-dir). Returns the arms kept.
+
+        A tune run goes on where it stopped: every requested arm that finished there with the same fingerprint
+        (server argv, benchmark, workloads, repeats) and whose result files are all there as state.json recorded
+        them (sha256 and size) is kept, results and all, and not run again. Only arms: the checks before them are
+        cheap and are run again. A result file missing or changed is named; its arm runs again and benchmarks
+        only the repeats whose files are gone or changed (the others are kept: ctx.runtime["resume"]).
+
+        An arm not requested now (--steps) whose numbers the results step would read back from state.json is
+        checked the same way: with a missing or changed file it is run again when the results step is requested,
+        else its numbers are not used."""
+        tune = is_tune(self.profile)
+        kept: list[str] = []
+        added: list[str] = []
+        resume: dict[str, dict[str, Any]] = {}
         for arm in arms_of(self.profile):
             st = (self.run.state.get("steps") or {}).get(arm.id)
-            if arm.id not in self.steps or not isinstance(st, dict) or st.get("status") not in ("passed", "warned"):
+            if not isinstance(st, dict) or st.get("status") not in ("passed", "warned"):
                 continue
             facts = st.get("facts") if isinstance(st.get("facts"), dict) else {}
-            if facts.get("fingerprint") != fingerprint(self.profile, arm) or not facts.get("repeats"):
+            requested = arm.id in self.steps
+            same = tune and facts.get("fingerprint") == fingerprint(self.profile, arm) and bool(facts.get("repeats"))
+            if requested and not same:
+                continue  # run again from scratch: a two-arm run's server steps, or an arm with other settings
+            problems = self._result_problems(arm.id, facts)
+            if not problems:
+                if requested:
+                    summary = str(st.get("summary") or "")
+                    self.results[arm.id] = StepResult(st["status"], summary, dict(facts))
+                    self.ctx.shared[arm.id] = dict(facts)
+                    kept.append(arm.id)
                 continue
-            summary = str(st.get("summary") or "")
-            self.results[arm.id] = StepResult(st["status"], summary, dict(facts))
-            self.ctx.shared[arm.id] = dict(facts)
-            kept.append(arm.id)
+            if requested or "results" in self.steps:
+                if not requested:
+                    added.append(arm.id)
+                if same:  # only the repeats whose files are gone or changed are benchmarked again
+                    bad = {(wl, r) for _, _, _, wl, r in problems}
+                    resume[arm.id] = {"fingerprint": facts.get("fingerprint"), "repeats": {
+                        str(wl): {r: rec for r, rec in enumerate(recs, start=1)
+                                  if (wl, r) not in bad and isinstance(rec, dict)}
+                        for wl, recs in (facts.get("repeats") or {}).items() if isinstance(recs, list)}}
+                action = "running it again" if same else ("running the arm again" if tune else "running the step again")
+            else:
+                self.ctx.shared.pop(arm.id, None)
+                action = (f"its numbers are not used (run it again: --steps {arm.id},results with the same "
+                          "--run-dir)")
+            for what, name, why, _, _ in problems:
+                self._file_notices.append(f"{arm.id}: {what}result file {name} {why} → {action}")
+        if added:
+            wanted = set(self.steps) | set(added)
+            self.steps = [sid for sid in run_steps(self.profile) if sid in wanted]
+        if resume:
+            self.ctx.runtime["resume"] = resume
+        self.ctx.runtime["todo"] = [sid for sid in self.steps if sid not in kept]
         return kept
 
     async def ready(self) -> None:
@@ -465,10 +524,12 @@ class Engine:
                 self._emit(Notice("", "info", self.stand_in_notice))
             if self.platform_error:
                 self._emit(Notice("", "error", self.platform_error))
+            for text in self._file_notices:
+                self._emit(Notice("", "warning", text))
             if self._kept:
                 self._emit(Notice("", "info", f"continuing {self.run.path}: {', '.join(self._kept)} finished there "
-                                              "earlier with the same settings and are kept (their numbers are read "
-                                              "back from state.json; they are not launched again)"))
+                                              "earlier with the same settings and are kept (their result files match "
+                                              "the sha256 recorded in state.json; they are not launched again)"))
                 for sid in self._kept:
                     res = self.results[sid]
                     self._emit(StepStarted(sid, step_title(sid, self.profile)))

@@ -17,6 +17,13 @@ report.json keys (documented in the README):
   versions          vllm, vllm_neuron, neuron_sdk, python (as the environment step found them)
   dataset           name, path, sha256, verified, source
   commands          {step: shell text}: the exact commands the run used (or will use)
+  bench_commands    {step: [{workload, repeat, command}]}: every `vllm bench serve` exactly as it ran (seeds
+                    included), read from what each benchmark recorded; "tool": the dataset builder where it ran
+  host              platform, simulated, instance_type (the DMI product name), facts[] {name, value, detail}: the
+                    environment step's host facts (env.json): instance type, CPUs, RAM, SDK, vLLM
+  checks            {step: {smoke_passed, smoke_text, matches_baseline, lossless{workload: {identical, prompts}}}}:
+                    each server's smoke test and lossless checks, as the arm steps recorded them
+  launches[]        {id, title, status, startup_s, cache_hits, cache_misses, placement}: every server launch
   requested_steps   the steps asked for; steps[] lists each of them, "not run" where it never started
 """
 
@@ -229,10 +236,104 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
     if matrix is not None:
         rep["matrix"] = matrix
         rep["verdict"] = tune_verdict(int(exit_code), steps, matrix, diags) or rep["verdict"]
+    facts_by_arm = {a.id: _step_facts(a.id, results, ctx) for a in arms}
+    statuses = {a.id: (state_steps.get(a.id) or {}).get("status") or "not run" for a in arms}
+    rep["bench_commands"] = bench_commands(profile, run, facts_by_arm)
+    rep["host"] = host_facts(run, ctx)
+    rep["checks"] = arm_checks(profile, facts_by_arm, matrix)
+    rep["launches"] = [dict(id=a.id, title=a.title, status=statuses[a.id], **arm_launch(facts_by_arm[a.id]))
+                       for a in arms]
     from .gates import gate_metrics
 
     rep["metrics"] = gate_metrics(rep)
     return rep
+
+
+def bench_commands(profile: Any, run: RunDir, facts: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Every benchmark exactly as it ran, from what each one recorded (its argv, seeds and all), per arm in run
+    order; "tool": the sonnet custom-JSONL builder (vLLM >= 0.32) as its meta file records it."""
+    import json
+
+    from .arms import arms_of
+    from .commands import format_command
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    try:
+        from .commands import CUSTOM_JSONL
+
+        meta = json.loads(run.file(CUSTOM_JSONL + ".meta.json").read_text(encoding="utf-8"))
+        key = meta.get("key") or {}
+        argv = list(key.get("python") or []) + list(key.get("argv") or [])
+        if argv and all(isinstance(a, str) for a in argv):
+            out["tool"] = [{"workload": "sonnet", "repeat": None, "command": format_command(argv)}]
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
+    for arm in arms_of(profile):
+        f = facts.get(arm.id) or {}
+        rows: list[dict[str, Any]] = []
+        reps = f.get("repeats")
+        if isinstance(reps, dict):
+            for wl, recs in reps.items():
+                for r, rec in enumerate(recs if isinstance(recs, list) else [], start=1):
+                    if isinstance(rec, dict) and rec.get("command"):
+                        rows.append({"workload": wl, "repeat": r, "command": rec["command"]})
+        elif isinstance(f.get("bench"), dict) and f["bench"].get("command"):
+            rows.append({"workload": f["bench"].get("workload") or "sonnet", "repeat": None,
+                         "command": f["bench"]["command"]})
+        if rows:
+            out[arm.id] = rows
+    return out
+
+
+HOST_FACTS = ("instance type", "CPUs", "CPU cores", "CPU ISA", "host RAM", "RAM", "GPUs", "CUDA (driver)",
+              "Neuron SDK", "vllm-neuron", "vLLM", "vLLM CPU build")
+
+
+def host_facts(run: RunDir, ctx: Any) -> dict[str, Any]:
+    """The machine the run measured, as the environment step found it (env.json's facts and stored values)."""
+    import json
+
+    env = ctx.shared.get("env") or {}
+    try:
+        doc = json.loads(run.file("env.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        doc = {}
+    doc = doc if isinstance(doc, dict) else {}
+    stored = doc.get("stored") if isinstance(doc.get("stored"), dict) else {}
+    recs = [f for f in (doc.get("facts") or []) if isinstance(f, dict)]
+    facts = []
+    for name in HOST_FACTS:
+        f = next((x for x in recs if x.get("name") == name), None)
+        if f is not None:
+            facts.append({"name": name, "value": f.get("value"), "detail": f.get("detail") or ""})
+    return {"platform": env.get("platform") or stored.get("platform") or doc.get("platform"),
+            "simulated": doc.get("simulated", env.get("simulated")),
+            "instance_type": env.get("instance_type") or stored.get("instance_type"),
+            "facts": facts}
+
+
+def arm_checks(profile: Any, facts: dict[str, dict[str, Any]], matrix: dict[str, Any] | None) -> dict[str, Any]:
+    """Each server's smoke test and lossless checks, as its step recorded them: the smoke reply, whether it passed,
+    whether a speculative arm's greedy reply matched the baseline's, and (a tune run) the probe's per-prompt
+    lossless check per workload."""
+    from .arms import arms_of
+
+    out: dict[str, Any] = {}
+    cells = (matrix or {}).get("cells") or {}
+    for arm in arms_of(profile):
+        sm = (facts.get(arm.id) or {}).get("smoke")
+        if not isinstance(sm, dict):
+            continue
+        row: dict[str, Any] = {"smoke_passed": sm.get("passed"), "smoke_text": sm.get("text"),
+                               "matches_baseline": sm.get("matches_baseline") if arm.speculative else None}
+        lossless = {wl: {"identical": (c.get("lossless") or {}).get("identical"),
+                         "prompts": (c.get("lossless") or {}).get("prompts")}
+                    for wl, c in (cells.get(arm.id) or {}).items()
+                    if c and (c.get("lossless") or {}).get("prompts")}
+        if arm.speculative and lossless:
+            row["lossless"] = lossless
+        out[arm.id] = row
+    return out
 
 
 def tune_matrix(profile: Any, facts: dict[str, dict[str, Any]], statuses: dict[str, str]) -> dict[str, Any]:
@@ -381,11 +482,13 @@ def render_markdown(rep: dict[str, Any]) -> str:
     if ds:
         w(f"\n## Dataset\n\n{ds.get('name')} at `{_fmt(ds.get('path'))}`, sha256 `{_fmt(ds.get('sha256'))}`"
           f" ({'verified' if ds.get('verified') else 'not verified'}; source {_fmt(ds.get('source'))}).\n")
+    _host_markdown(rep, w)
     cmds = rep.get("commands") or {}
     if cmds:
         w("\n## Commands\n")
         for sid, text in cmds.items():
             w(f"\n{(rep.get('step_titles') or {}).get(sid) or STEP_TITLES.get(sid, sid)}:\n\n```bash\n{text}\n```\n")
+    _bench_commands_markdown(rep, w)
     w("\n## Steps\n\n| Step | Status | Seconds | Summary |\n|---|---|---|---|\n")
     for step in rep["steps"]:
         summary = str(step["summary"]).replace("|", "\\|")
@@ -404,6 +507,9 @@ def render_markdown(rep: dict[str, Any]) -> str:
         if any((r or {}).get("dataset_mode") == "custom-from-sonnet" for r in rep["runs"].values()):
             w("\nDataset: sonnet (built as custom JSONL: vLLM >= 0.32 has no sonnet dataset); the same prompts as "
               "`--dataset-name sonnet`, sent with `--dataset-name custom --skip-chat-template`.\n")
+    _checks_markdown(rep, w)
+    if not rep.get("matrix"):
+        _launches_markdown(rep.get("launches") or [], w)
     w("\n## Diagnostics\n\n")
     if not rep["diagnostics"]:
         w("No issues found.\n")
@@ -413,6 +519,63 @@ def render_markdown(rep: dict[str, Any]) -> str:
             w(f"- `{ev}`\n" if len(ev) < 300 else f"- {ev[:300]}…\n")
         w(f"\n**Remedy:** {d['remedy']}\n\n")
     return out.getvalue()
+
+
+def _host_markdown(rep: dict[str, Any], w: Any) -> None:
+    host = rep.get("host") or {}
+    if not host or not (host.get("facts") or host.get("instance_type")):
+        return
+    w("\n## Host\n\n| Fact | Value | Detail |\n|---|---|---|\n")
+    w(f"| Platform | {_md_cell(host.get('platform'))}{' (simulated)' if host.get('simulated') else ''} | |\n")
+    names = {f.get("name") for f in host.get("facts") or []}
+    if "instance type" not in names:
+        w(f"| Instance type | {_md_cell(host.get('instance_type'))} | DMI product name |\n")
+    for f in host.get("facts") or []:
+        w(f"| {_md_cell(f.get('name'))} | {_md_cell(f.get('value'))} | {_md_cell(f.get('detail') or '')} |\n")
+
+
+def _bench_commands_markdown(rep: dict[str, Any], w: Any) -> None:
+    """Every benchmark as it ran, one bash block per arm (a comment names the workload and repeat)."""
+    bc = rep.get("bench_commands") or {}
+    if not bc:
+        return
+    titles = rep.get("step_titles") or {}
+    w("\n## Benchmark commands (as run)\n")
+    for sid, rows in bc.items():
+        title = "Sonnet custom-JSONL builder (vLLM >= 0.32)" if sid == "tool" else titles.get(sid) or STEP_TITLES.get(sid, sid)
+        w(f"\n{title}:\n\n```bash\n")
+        for i, row in enumerate(rows):
+            if row.get("repeat") is not None:
+                w(f"# {row.get('workload')} repeat {row['repeat']}\n")
+            w(row["command"] + "\n" + ("\n" if i < len(rows) - 1 else ""))
+        w("```\n")
+
+
+def _checks_markdown(rep: dict[str, Any], w: Any) -> None:
+    """The smoke test and lossless checks of every server, as the steps recorded them."""
+    checks = rep.get("checks") or {}
+    if not checks:
+        return
+    titles = rep.get("step_titles") or {}
+    w("\n## Smoke and lossless checks\n\n| Server | Smoke test | Reply | Greedy reply vs baseline | "
+      "Probe prompts identical to the baseline |\n|---|---|---|---|---|\n")
+    for sid, c in checks.items():
+        smoke = "passed" if c.get("smoke_passed") else "failed" if c.get("smoke_passed") is False else "n/a"
+        mb = c.get("matches_baseline")
+        same = "same" if mb is True else "differs" if mb is False else "—"
+        lossless = ", ".join(f"{wl}: {v.get('identical')} of {v.get('prompts')}"
+                             for wl, v in (c.get("lossless") or {}).items()) or "—"
+        w(f"| {_md_cell(titles.get(sid) or sid)} | {smoke} | `{_md_cell(repr(c.get('smoke_text') or ''))}` | {same} | "
+          f"{_md_cell(lossless)} |\n")
+
+
+def _launches_markdown(launches: list[dict[str, Any]], w: Any) -> None:
+    if not any(a.get("startup_s") is not None for a in launches):
+        return
+    w("\n## Launches\n\n| Server | Status | Startup (s) | Compile cache hits / misses |\n|---|---|---|---|\n")
+    for a in launches:
+        w(f"| {a.get('title') or a.get('id')} | {a.get('status')} | {_fmt(a.get('startup_s'), 1)} | "
+          f"{_fmt(a.get('cache_hits'))} / {_fmt(a.get('cache_misses'))} |\n")
 
 
 def _matrix_markdown(matrix: dict[str, Any], w: Any) -> None:

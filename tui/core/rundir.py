@@ -688,3 +688,41 @@ class RunDir:
             st = self.state["steps"].setdefault(sid, {})
             st["status"] = "interrupted"
             st["summary"] = why
+
+
+# ---------------------------------------------------------------------------------------------
+# Result files: recorded with their sha256 and size, checked before a continued run reuses them
+# ---------------------------------------------------------------------------------------------
+
+def file_digest(path: Path) -> dict[str, Any]:
+    """{"result_sha256", "result_bytes"} of a file (what state.json records for each bench result file)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+            size += len(block)
+    return {"result_sha256": h.hexdigest(), "result_bytes": size}
+
+
+def result_file_problem(directory: Path, name: str, recorded: Mapping[str, Any] | None) -> str | None:
+    """Why the result file `name` of run directory `directory` cannot stand for the numbers `recorded` (a bench's
+    facts as state.json holds them): "missing", "changed (…)", or "has no checksum in state.json"; None when it is
+    there with the recorded sha256 and size."""
+    path = Path(directory) / name
+    if not path.is_file():
+        return "is missing"
+    if not isinstance(recorded, Mapping) or not isinstance(recorded.get("result_sha256"), str):
+        return "has no checksum in state.json (recorded by an older specdec-tui)"
+    try:
+        now = file_digest(path)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    size = recorded.get("result_bytes")
+    if isinstance(size, int) and size != now["result_bytes"]:
+        return f"was changed since the run recorded it ({now['result_bytes']} bytes, {size} recorded)"
+    if now["result_sha256"] != recorded["result_sha256"]:
+        return "was changed since the run recorded it (its sha256 differs from state.json's)"
+    return None

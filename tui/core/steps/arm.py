@@ -305,6 +305,24 @@ async def run(ctx: StepContext, sid: str) -> StepResult:
         pool.release(arm)
 
 
+def _kept_repeat(ctx: StepContext, sr: ServerRun, workload: str, r: int) -> dict[str, Any] | None:
+    """A continued run (the engine's ctx.runtime["resume"]): this repeat's numbers from the earlier run, when its
+    result file is still there as state.json recorded it (sha256 and size); None: benchmark it now."""
+    from ..rundir import result_file_problem
+
+    earlier = (ctx.runtime.get("resume") or {}).get(sr.step) or {}
+    if earlier.get("fingerprint") != sr.result_facts.get("fingerprint"):
+        return None  # the arm's settings changed since (a retry with corrected settings)
+    rec = ((earlier.get("repeats") or {}).get(workload) or {}).get(r)
+    name = result_name(ctx.profile, sr.step, workload, r)
+    if not isinstance(rec, dict) or result_file_problem(ctx.run.path, name, rec) is not None:
+        return None
+    tput = rec.get("output_throughput")
+    sr.facts.add(f"{workload} r{r}", f"{tput:.2f} tok/s" if isinstance(tput, (int, float)) else "kept", "pass",
+                 f"kept from the earlier run: {name} matches the sha256 recorded in state.json")
+    return dict(rec)
+
+
 async def _serve_arm(ctx: StepContext, sid: str, arm: Any, sr: ServerRun, workloads: list[tuple[Any, str]],
                      launched: bool) -> StepResult:
     from .bench import run_benchmark
@@ -333,6 +351,10 @@ async def _serve_arm(ctx: StepContext, sid: str, arm: Any, sr: ServerRun, worklo
             per[w.name] = []
             for r in range(1, repeats + 1):
                 ctx.emit(ArmProgress(sid, w.name, r, repeats, names))
+                kept = _kept_repeat(ctx, sr, w.name, r)
+                if kept is not None:
+                    per[w.name].append(kept)
+                    continue
                 data = await run_benchmark(ctx, sr, result_name(ctx.profile, sid, w.name, r), workload=w,
                                            label=f"{w.name} r{r}", dataset_path=dataset_path)
                 if data is None or sr.facts.failed:

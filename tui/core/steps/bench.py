@@ -391,6 +391,14 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
                                        list(bench_spec.per_position))
     data = bench_facts(res, spec_for_report, source)
     data["result_file"] = str(result_file)
+    try:  # state.json records the file's sha256 and size: a continued run checks the file before reusing it
+        from ..rundir import file_digest
+
+        data.update(file_digest(result_file))
+    except OSError:
+        pass
+    data["argv"] = list(argv)  # the bench exactly as run (report.md prints it)
+    data["command"] = format_command(argv)
     data["bench_seconds"] = round(bench_secs, 2)
     data["vllm_version"] = version
     data["dataset_mode"] = dataset_mode(version) if workload is None or workload.name == "sonnet" else workload.name

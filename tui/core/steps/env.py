@@ -237,6 +237,9 @@ async def run(ctx: StepContext) -> StepResult:
         mem = host_memory(root)
         plat.cpu_facts(rec, cpu, mem, tp, pp, environ, server_env, vllm_version, target, draft, prof, shared)
 
+    if "instance_type" not in shared:  # the report names the machine on every platform (DMI product name)
+        shared["instance_type"] = dmi_instance_type(root)[0]
+
     # ---- vLLM (and the plugin on neuron) -------------------------------------------------------
     _interpreter_facts(rec, interp, probe, root, platform)
     if probe.ok:
