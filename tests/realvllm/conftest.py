@@ -117,16 +117,12 @@ def _find_bundled_sonnet() -> Path | None:
 
 
 @pytest.fixture(scope="session")
-def sonnet_path(tmp_path_factory) -> Path:
+def sonnet_path() -> Path:
     found = _find_bundled_sonnet()
     if found is not None:
         return found
-    # Until the bundled copy lands: the simulator's generated sonnet text (deterministic).
-    from tui.sim.dataset_gen import sonnet_bytes
-
-    p = tmp_path_factory.mktemp("sonnet") / "sonnet.txt"
-    p.write_bytes(sonnet_bytes())
-    return p
+    pytest.fail("the bundled sonnet.txt (profiles/data/sonnet.txt, vLLM's benchmarks/sonnet.txt, sha256 "
+                f"{SONNET_SHA256}) is missing or changed", pytrace=False)
 
 
 def tinymodels_hash() -> str:
