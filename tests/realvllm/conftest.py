@@ -8,7 +8,7 @@ Session fixtures (every test of this folder carries the `realvllm` marker; the t
   ``VLLM_CPU_KVCACHE_SPACE=1``). If provisioning fails the tests FAIL, naming what failed.
 - ``tiny_models``: builds target / draft-eagle3 / draft-eagle3-repo once per session with
   tui/tools/tinymodels.py in the vLLM interpreter, into a cache directory keyed by the script's hash.
-- ``sonnet_path``: the sonnet text the tokenizer is trained on (the bundled copy when present).
+- ``sonnet_path``: the sonnet text the tokenizer is trained on (the bundled copy of vLLM's sonnet.txt; missing: a failure).
 
 Environment: ``SPECDEC_VLLM_CACHE`` (where provision.sh keeps the venv and where the tiny models are
 cached; default ``~/.cache/specdec-tui``), ``SPECDEC_PROVISION_TIMEOUT_S`` (default 1800).
