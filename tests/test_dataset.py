@@ -11,7 +11,7 @@ from tui.core.profile import profile_from_dict
 from tui.core.rundir import RunDir
 from tui.core.steps import dataset
 from tui.core.steps.base import StepContext
-from tui.sim.dataset_gen import SONNET_SHA256, SONNET_SIZE, sonnet_bytes
+from tui.sim.sonnet import SONNET_SHA256, SONNET_SIZE, sonnet_bytes
 
 URL = "{sim_hub}/datasets/sonnet.txt"
 
@@ -57,7 +57,7 @@ def test_fresh_download_verifies_and_reports_progress(hub, tmp_path):
     assert run.result.facts["sha256"] == SONNET_SHA256 and run.result.facts["bytes"] == SONNET_SIZE
     assert run.facts["sha256"].status == "pass" and run.facts["sha256"].value == "verified"
     assert run.facts["source"].value == hub.dataset_url
-    assert run.facts["lines"].value == "504"
+    assert run.facts["lines"].value == "518"  # readlines() of vLLM's sonnet.txt
     last = run.progress[-1]
     assert last.done and last.task == "download" and last.unit == "B"
     assert last.completed == last.total == SONNET_SIZE

@@ -15,7 +15,7 @@ import pytest
 from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub import errors as hf_errors
 
-from tui.sim.dataset_gen import SONNET_SHA256, SONNET_SIZE, sonnet_bytes, sonnet_text
+from tui.sim.sonnet import SONNET_SHA256, SONNET_SIZE, sonnet_bytes, sonnet_path
 from tui.sim.hub import AUTHORIZED_TOKEN, Fault, commit_for, start_hub
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,18 +28,19 @@ def _dl(hub, tmp_path, repo, filename="config.json", **kw):
                            token=kw.pop("token", False), **kw)
 
 
-# -- the generated dataset ------------------------------------------------------------------------
+# -- the dataset the mirror serves ------------------------------------------------------------------
 
 
-def test_sonnet_is_deterministic_and_matches_its_constant():
+def test_sonnet_is_vllms_file():
+    """The mirror serves vLLM's benchmarks/sonnet.txt (the bundled copy), not generated text."""
     data = sonnet_bytes()
-    assert hashlib.sha256(data).hexdigest() == SONNET_SHA256
-    assert len(data) == SONNET_SIZE
-    assert 20_000 < len(data) < 24_000
-    lines = data.decode().split("\n")
-    assert 480 <= len(lines) <= 520 and all(line.strip() for line in lines)
-    assert not data.endswith(b"\n")
-    assert sonnet_text.__wrapped__() == data.decode()  # regenerated from scratch: same text
+    assert hashlib.sha256(data).hexdigest() == SONNET_SHA256 == (
+        "d58663195ba6780da5f029b920c7ac00cad1e435ee1df7e03bf9ec2470f8dea4")
+    assert len(data) == SONNET_SIZE == sonnet_path().stat().st_size
+    text = data.decode("ascii")
+    assert text.startswith("FROM fairest creatures we desire increase,")
+    assert text.endswith("This wish I have; then ten times happy me!") and not text.endswith("\n")
+    assert len(text.splitlines(keepends=True)) == 518
 
 
 # -- hub protocol with the real client ----------------------------------------------------------------
@@ -156,6 +157,7 @@ def test_agent_harnesses_answer_is_harmless(hub):
 def test_dataset_mirror_ranges(hub):
     r = httpx.get(hub.dataset_url)
     assert r.status_code == 200 and r.content == sonnet_bytes()
+    assert hashlib.sha256(r.content).hexdigest() == SONNET_SHA256  # the real sonnet, as downloaded
     assert r.headers["content-length"] == str(SONNET_SIZE) and r.headers["etag"]
     assert r.headers["accept-ranges"] == "bytes"
     r = httpx.get(hub.dataset_url, headers={"Range": "bytes=1000-"})

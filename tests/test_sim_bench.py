@@ -21,6 +21,7 @@ import pytest
 from tui.core import metrics as mx
 from tui.core.benchparse import TqdmProgressParser, parse_result_json, parse_stdout_blocks
 from tui.sim.bench import BASE_PROMPT, BenchError, chat_template, request_completion, sample_sonnet
+from tui.sim.sonnet import sonnet_path
 from tui.sim.tokens import count_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,7 +200,7 @@ def test_unreachable_server_with_model_fails_every_request_and_exits_0(tmp_path)
 # --------------------------------------------------------------------------------------------- end to end
 
 class SimServer:
-    def __init__(self, tmp: Path, speculative: bool):
+    def __init__(self, tmp: Path, speculative: bool, **sim):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         argv = [sys.executable, "-m", "tui.sim", "serve", MODEL, "--dtype", "bfloat16", "--tensor-parallel-size", "16",
@@ -207,8 +208,8 @@ class SimServer:
                 "--no-enable-prefix-caching", "--host", "127.0.0.1", "--port", str(self.port)]
         if speculative:
             argv += ["--speculative-config", SPEC_CONFIG]
-        self.log = open(tmp / f"serve-{'eagle3' if speculative else 'baseline'}.log", "wb")
-        self.proc = subprocess.Popen(argv, env=sim_env(tmp), cwd=tmp, stdout=self.log, stderr=subprocess.STDOUT,
+        self.log = open(tmp / f"serve-{'eagle3' if speculative else 'baseline'}-{self.port}.log", "wb")
+        self.proc = subprocess.Popen(argv, env=sim_env(tmp, **sim), cwd=tmp, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
 
     def wait_ready(self, limit_s: float = 30.0) -> None:
@@ -451,3 +452,52 @@ def test_e2e_failed_requests_still_exit_0(servers, tmp_path):
     assert res.ttft.mean == 0.0 and res.output_throughput == 0.0 and res.max_concurrent_requests == 0
     blocks = parse_stdout_blocks(r.stdout)
     assert blocks["serving"]["Failed requests"] == 2 and blocks["serving"]["Successful requests"] == 0
+
+
+# --------------------------------------------------------------------------------------------- repeats vary
+
+@pytest.fixture(scope="module")
+def varied(tmp_path_factory):
+    """An EAGLE3 server with the demo's spreads: each prompt its own acceptance, a drifting host speed."""
+    srv = SimServer(tmp_path_factory.mktemp("sim-varied"), True, acceptance_spread=0.15, run_spread=0.08)
+    try:
+        srv.wait_ready()
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("version", ["0.29.0", "0.31.0", "0.32.0", "0.33.0"])
+def test_seed_draws_the_prompts_and_the_acceptance(varied, tmp_path, version):
+    """`--seed` (every version the simulator plays; vLLM's default 0) picks the sonnet prompts: two seeds send
+    different prompts and measure different acceptance, the same seed twice the same prompts and acceptance
+    (greedy decoding is deterministic). On >= 0.32 the sonnet prompts come as a custom JSONL, which the bench
+    shuffles with the seed."""
+    vt = tuple(int(x) for x in version.split("."))
+    env = sim_env(tmp_path, vllm_version=version)
+    if vt >= (0, 32):
+        rows = sample_sonnet(str(sonnet_path()), 40, 256, 24, 200, seed=0, request_id_prefix="", vt=(0, 31))
+        data = tmp_path / "sonnet.custom.jsonl"
+        data.write_text("".join(json.dumps({"prompt": r.prompt, "output_tokens": 24}) + "\n" for r in rows))
+        ds = ["--dataset-name", "custom", "--dataset-path", str(data), "--custom-output-len", "24"]
+    else:
+        ds = ["--dataset-name", "sonnet", "--dataset-path", str(sonnet_path()), "--sonnet-input-len", "256",
+              "--sonnet-output-len", "24"]
+    docs = {}
+    for name, seed in (("a", ["--seed", "1"]), ("b", ["--seed", "2"]), ("a2", ["--seed", "1"]), ("dflt", [])):
+        args = ["--base-url", varied.url, "--model", MODEL, *ds, "--num-prompts", "6", "--max-concurrency", "1",
+                "--temperature", "0", "--ignore-eos", "--disable-tqdm", "--save-result", "--save-detailed",
+                "--result-filename", f"{name}.json", *seed]
+        r = bench(args, env, tmp_path)
+        assert r.returncode == 0, r.stderr[-3000:]
+        docs[name] = json.loads((tmp_path / f"{name}.json").read_text())
+        assert docs[name]["completed"] == 6
+    a, b, a2, dflt = docs["a"], docs["b"], docs["a2"], docs["dflt"]
+    # What the server received and answered: greedy text is a function of the prompt.
+    assert a["generated_texts"] == a2["generated_texts"] and a["input_lens"] == a2["input_lens"]
+    assert a["generated_texts"] != b["generated_texts"]
+    assert dflt["generated_texts"] != a["generated_texts"]
+    # Acceptance follows the prompts drawn.
+    assert a["spec_decode_acceptance_rate"] == a2["spec_decode_acceptance_rate"]
+    assert a["spec_decode_accepted_tokens"] == a2["spec_decode_accepted_tokens"]
+    assert a["spec_decode_acceptance_rate"] != b["spec_decode_acceptance_rate"]

@@ -221,10 +221,66 @@ def test_model_per_position_acceptance_decays():
 
 def test_model_ttft():
     base = model.ttft_ms(512, 252.0)
-    assert base == pytest.approx(252.0)
-    assert model.ttft_ms(512, 252.0, speculative=True) == pytest.approx(0.87 * 252.0)
+    assert base == pytest.approx(252.0) == model.prefill_ms(512, 252.0)
     assert model.ttft_ms(256, 252.0) < base < model.ttft_ms(1024, 252.0)
     assert model.ttft_ms(1, 252.0) > 0
+
+
+def test_model_speculative_ttft_follows_the_draft_cost():
+    """vLLM's first speculative step: the target's prefill, then the draft's prefill and k - 1 proposals."""
+    base = model.ttft_ms(512, 252.0)
+    cheap = model.ttft_ms(512, 252.0, speculative=True, k=1, draft_cost=0.02, tpot_ms=7.0)
+    dear = model.ttft_ms(512, 252.0, speculative=True, k=1, draft_cost=0.3, tpot_ms=7.0)
+    assert base < cheap < dear
+    assert cheap == pytest.approx(252.0 * 1.02) and dear == pytest.approx(252.0 * 1.3)
+    k3 = model.ttft_ms(512, 252.0, speculative=True, k=3, draft_cost=0.3, tpot_ms=7.0)
+    assert k3 == pytest.approx(252.0 * 1.3 + 2 * 0.3 * 7.0)
+    assert model.ttft_ms(512, 252.0, speculative=True, draft_cost=0.0) == pytest.approx(base)
+    # The request plan's first step is that TTFT, whatever the acceptance (0.45 % or 69 %).
+    for acc in (0.0045, 0.69):
+        lo = model.plan_request("a prompt", 512, 8, ttft=252.0, tpot=7.0, k=1, acceptance=acc, draft_cost=0.02)
+        hi = model.plan_request("a prompt", 512, 8, ttft=252.0, tpot=7.0, k=1, acceptance=acc, draft_cost=0.3)
+        assert lo.steps[0].delay_ms == pytest.approx(cheap) and hi.steps[0].delay_ms == pytest.approx(dear)
+        assert lo.steps[0].delay_ms > model.plan_request("a prompt", 512, 8, ttft=252.0, tpot=7.0).steps[0].delay_ms
+
+
+def test_model_prompt_acceptance_varies_with_the_prompt():
+    prompts = [f"Pick as many lines as you can {i}" for i in range(2000)]
+    values = [model.prompt_acceptance(p, 0.69, 0.15) for p in prompts]
+    assert values == [model.prompt_acceptance(p, 0.69, 0.15) for p in prompts]  # the same prompt, the same value
+    assert all(0.0 <= v <= 1.0 for v in values) and len(set(values)) == len(values)
+    mean = sum(values) / len(values)
+    sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+    assert mean == pytest.approx(0.69, abs=0.015) and sd == pytest.approx(0.15, rel=0.1)
+    assert model.prompt_acceptance("x", 0.69, 0.0) == 0.69
+    assert model.prompt_acceptance("x", 0.0, 0.15) == 0.0 and model.prompt_acceptance("x", 1.0, 0.15) == 1.0
+    # A spread too wide for the mean is capped (a quarter of the Beta's largest variance), never invalid.
+    wide = [model.prompt_acceptance(p, 0.05, 0.5) for p in prompts[:500]]
+    assert all(0.0 <= v <= 1.0 for v in wide) and sum(wide) / len(wide) == pytest.approx(0.05, abs=0.01)
+
+
+def test_model_host_noise_is_seeded_and_spreads_runs():
+    a, b, c = model.HostNoise(0.08, 7), model.HostNoise(0.08, 7), model.HostNoise(0.08, 8)
+    fa = [a.next() for _ in range(3000)]
+    assert fa == [b.next() for _ in range(3000)]  # same seed, same drift
+    assert fa[:100] != [c.next() for _ in range(100)]
+    assert sum(fa) / len(fa) == pytest.approx(1.0, abs=0.02)
+    # Means of consecutive 10-request runs differ, with about 0.85 x run_spread (the profile's calibration).
+    runs = [sum(fa[i:i + 10]) / 10 for i in range(0, 3000, 10)]
+    assert len(set(runs)) == len(runs)
+    m = sum(runs) / len(runs)
+    sd = (sum((r - m) ** 2 for r in runs) / (len(runs) - 1)) ** 0.5
+    assert 0.05 < sd < 0.085
+    flat = model.HostNoise(0.0, 7)
+    assert {flat.next() for _ in range(10)} == {1.0}
+
+
+def test_model_plan_scales_with_the_host_speed():
+    common = dict(ttft=252.0, tpot=7.0, k=1, acceptance=0.69, decay=0.7)
+    one = model.plan_request("Shall I compare thee", 300, 40, **common)
+    slow = model.plan_request("Shall I compare thee", 300, 40, speed=1.25, **common)
+    assert slow.text == one.text and [s.accepted for s in slow.steps] == [s.accepted for s in one.steps]
+    assert slow.duration_ms == pytest.approx(1.25 * one.duration_ms)
 
 
 def test_model_counting_and_text():

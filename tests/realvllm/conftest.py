@@ -8,7 +8,7 @@ Session fixtures (every test of this folder carries the `realvllm` marker; the t
   ``VLLM_CPU_KVCACHE_SPACE=1``). If provisioning fails the tests FAIL, naming what failed.
 - ``tiny_models``: builds target / draft-eagle3 / draft-eagle3-repo once per session with
   tui/tools/tinymodels.py in the vLLM interpreter, into a cache directory keyed by the script's hash.
-- ``sonnet_path``: the sonnet text the tokenizer is trained on (the bundled copy when present).
+- ``sonnet_path``: the sonnet text the tokenizer is trained on (the bundled copy of vLLM's sonnet.txt; missing: a failure).
 
 Environment: ``SPECDEC_VLLM_CACHE`` (where provision.sh keeps the venv and where the tiny models are
 cached; default ``~/.cache/specdec-tui``), ``SPECDEC_PROVISION_TIMEOUT_S`` (default 1800).
@@ -117,16 +117,12 @@ def _find_bundled_sonnet() -> Path | None:
 
 
 @pytest.fixture(scope="session")
-def sonnet_path(tmp_path_factory) -> Path:
+def sonnet_path() -> Path:
     found = _find_bundled_sonnet()
     if found is not None:
         return found
-    # Until the bundled copy lands: the simulator's generated sonnet text (deterministic).
-    from tui.sim.dataset_gen import sonnet_bytes
-
-    p = tmp_path_factory.mktemp("sonnet") / "sonnet.txt"
-    p.write_bytes(sonnet_bytes())
-    return p
+    pytest.fail("the bundled sonnet.txt (profiles/data/sonnet.txt, vLLM's benchmarks/sonnet.txt, sha256 "
+                f"{SONNET_SHA256}) is missing or changed", pytrace=False)
 
 
 def tinymodels_hash() -> str:

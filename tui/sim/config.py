@@ -23,8 +23,14 @@ DEFAULTS: dict[str, Any] = {
     # data, so it accepts more on chat-formatted requests than on the raw sonnet completions (acceptance).
     "chat_acceptance": 0.78,
     "acceptance_decay": 0.7,
+    # Standard deviation of a prompt's own position-0 acceptance around the mean (0: every prompt the same).
+    "acceptance_spread": 0.0,
     "ttft_ms": 252.0,
     "tpot_ms": 7.0,
+    # A draft forward as a fraction of a target forward: the draft's prefill and proposals in the first step.
+    "draft_prefill_cost": 0.05,
+    # Standard deviation of the log of the host's speed factor, drifting over requests (0: no run-to-run spread).
+    "run_spread": 0.0,
     "fault": "none",
     "hbm_gib_per_core": 24.0,
 }

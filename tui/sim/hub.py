@@ -11,7 +11,7 @@ unmodified against it with `HF_ENDPOINT` set to its URL:
   `size`, `blobId` and `lfs` to every sibling), `GET /api/agent-harnesses` (an empty registry).
 * Errors carry the hub's headers: `X-Error-Code: RepoNotFound` (404, or 401 for a private repo without
   a token), `GatedRepo` (403), `EntryNotFound` (404), `RevisionNotFound` (404).
-* `GET /datasets/sonnet.txt`: the generated sonnet text (`tui.sim.dataset_gen`) with `ETag`,
+* `GET /datasets/sonnet.txt`: vLLM's sonnet.txt, the bundled copy (`tui.sim.sonnet`), with `ETag`,
   `Content-Length` and `Range` (206 + `Content-Range`).
 
 Repositories: `openai/gpt-oss-120b`, `RedHatAI/gpt-oss-120b-speculator.eagle3` (the tutorial pair),
@@ -59,7 +59,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .dataset_gen import sonnet_bytes
+from .sonnet import sonnet_bytes
 
 DATASET_PATH = "/datasets/sonnet.txt"
 AUTHORIZED_TOKEN = "hf_SimAuthorizedToken0000"  # accepted for gated/private repos (a fake, never real)

@@ -4,12 +4,26 @@ Everything here is deterministic and free of I/O, so it can be unit-tested and r
 
 Calibration (the tutorial, trn2.48xlarge TP16, sonnet 512 in / 128 out):
 - TTFT ≈ ``ttft_ms`` at 512 prompt tokens: a small constant plus a part proportional to the prompt
-  length. Under EAGLE3 TTFT is ``EAGLE3_TTFT_FACTOR`` (0.87) × baseline (252 → ≈ 219 ms).
+  length. Under EAGLE3 the first step is vLLM's: the target's prefill samples the first token, then the
+  draft proposes k tokens for the next step (its prefill over the prompt's hidden states, then k − 1
+  single-token passes), and the first token leaves the server when that step ends. So speculative TTFT =
+  prefill × (1 + ``draft_prefill_cost``) + (k − 1) × ``draft_prefill_cost`` × tpot: never below the
+  baseline's, and it grows with the draft's cost and with k. (The tutorial's single run reported
+  252 → 218 ms median TTFT; the simulator does not reproduce a drop that the first step cannot have.)
+  Acceptance reaches TTFT only through queueing: a request that waits for a slot waits for decode steps.
 - A baseline decode step costs ``tpot_ms`` and emits one token.
 - An EAGLE3 step with k draft tokens costs ``tpot_ms × (1 + 0.4·k)`` and emits 1 + (accepted drafts)
   tokens. Draft position i is accepted with conditional probability ``acceptance × decay**i``; drafting
   stops at the first rejection. So k = 1 at 69 % gives 9.8 ms / 1.69 ≈ 5.80 ms per token, and k = 2, 3
   are slower than k = 1 for this MoE pairing (tutorial Step 3).
+- Acceptance varies with the prompt: each prompt's position-0 acceptance is a Beta draw around the
+  route's mean with standard deviation ``acceptance_spread``, seeded by the prompt text
+  (``prompt_acceptance``), so the same prompts give the same acceptance (greedy decoding is
+  deterministic) and prompts drawn with another bench ``--seed`` give another.
+- Run-to-run spread: a host speed factor (``HostNoise``) multiplies every delay of a request; its log is
+  a seeded AR(1) walk over the server's requests (correlation ``HOST_NOISE_CORRELATION`` per request, about
+  ten requests) with standard deviation ``run_spread``, so consecutive bench runs against one server see
+  different speeds, reproducibly for the same server and request sequence.
 
 Text: greedy output is the same with and without speculation (lossless), except under the
 ``lossless-broken`` fault. A prompt ending in a counting sequence continues it token by token
@@ -19,6 +33,7 @@ Text: greedy output is the same with and without speculation (lossless), except 
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import re
 from dataclasses import dataclass, field
@@ -29,17 +44,31 @@ from .tokens import tokenize
 # --- timing constants ------------------------------------------------------------------------
 REFERENCE_PROMPT_TOKENS = 512
 TTFT_CONST_FRACTION = 0.04  # share of ttft_ms that does not scale with the prompt
-EAGLE3_TTFT_FACTOR = 0.87
+DRAFT_PREFILL_COST = 0.05  # default [simulation] draft_prefill_cost: a draft forward / a target forward
 VERIFY_COST_PER_DRAFT = 0.4  # extra target-step cost per draft token (verify + draft forward)
 DRAFT_MISMATCH_ACCEPTANCE = 0.005
+HOST_NOISE_CORRELATION = 0.9  # AR(1) coefficient of the host speed factor's log, per request
 
 
-def ttft_ms(prompt_tokens: int, base_ttft_ms: float, speculative: bool = False) -> float:
-    """Time to first token (simulated ms) for a prompt of prompt_tokens tokens."""
+def prefill_ms(prompt_tokens: int, base_ttft_ms: float) -> float:
+    """The target's prefill plus its first-token sampling (simulated ms): the baseline TTFT."""
     const = TTFT_CONST_FRACTION * base_ttft_ms
     per_token = (base_ttft_ms - const) / REFERENCE_PROMPT_TOKENS
-    t = const + per_token * max(int(prompt_tokens), 1)
-    return t * (EAGLE3_TTFT_FACTOR if speculative else 1.0)
+    return const + per_token * max(int(prompt_tokens), 1)
+
+
+def ttft_ms(prompt_tokens: int, base_ttft_ms: float, speculative: bool = False, *, k: int = 1,
+            draft_cost: float = DRAFT_PREFILL_COST, tpot_ms: float = 7.0) -> float:
+    """Time to first token (simulated ms) for a prompt of prompt_tokens tokens.
+
+    Speculative (k draft tokens): the first step also runs the draft's prefill over the prompt (draft_cost ×
+    the target's prefill) and k − 1 further single-token draft passes (draft_cost × tpot_ms each) before the
+    first token is returned, as vLLM's EAGLE proposer does."""
+    t = prefill_ms(prompt_tokens, base_ttft_ms)
+    if not speculative:
+        return t
+    cost = max(float(draft_cost), 0.0)
+    return t * (1.0 + cost) + max(int(k) - 1, 0) * cost * float(tpot_ms)
 
 
 def step_ms(tpot_ms: float, k: int) -> float:
@@ -91,6 +120,38 @@ def effective_acceptance(acceptance: float, fault: str) -> float:
 
 def seed_of(text: str) -> int:
     return int.from_bytes(hashlib.md5(text.encode("utf-8", "surrogatepass")).digest()[:8], "big")
+
+
+def prompt_acceptance(prompt: str, mean: float, spread: float) -> float:
+    """This prompt's position-0 acceptance: a Beta draw with the given mean and standard deviation, seeded
+    by the prompt text (the same prompt always gets the same value). spread ≤ 0, or a mean at 0 or 1: the mean.
+    The variance is capped at a quarter of mean × (1 − mean), which keeps the Beta unimodal."""
+    m = float(mean)
+    if spread <= 0 or not 0.0 < m < 1.0:
+        return min(1.0, max(0.0, m))
+    var = min(float(spread) ** 2, m * (1.0 - m) / 4.0)
+    conc = m * (1.0 - m) / var - 1.0
+    rng = random.Random(seed_of("acceptance\0" + prompt))
+    return rng.betavariate(m * conc, (1.0 - m) * conc)
+
+
+class HostNoise:
+    """The host's speed over a server's life: factor(i) for its i-th request is exp(spread·z_i − spread²/2)
+    with z an AR(1) walk (coefficient HOST_NOISE_CORRELATION, unit variance) from random.Random(seed), so the
+    mean factor is 1 and a run of requests drifts as a whole. spread ≤ 0: always 1."""
+
+    def __init__(self, spread: float, seed: int, correlation: float = HOST_NOISE_CORRELATION):
+        self.spread = max(float(spread), 0.0)
+        self.rho = min(max(float(correlation), 0.0), 0.999)
+        self.rng = random.Random(seed)
+        self.z = self.rng.gauss(0.0, 1.0)
+
+    def next(self) -> float:
+        if self.spread <= 0:
+            return 1.0
+        f = math.exp(self.spread * self.z - self.spread ** 2 / 2.0)
+        self.z = self.rho * self.z + math.sqrt(1.0 - self.rho ** 2) * self.rng.gauss(0.0, 1.0)
+        return f
 
 
 # --- text ------------------------------------------------------------------------------------
@@ -218,12 +279,15 @@ class Plan:
 def plan_request(prompt: str, prompt_tokens: int, max_tokens: int, *, ttft: float, tpot: float,
                  k: int = 0, acceptance: float = 0.69, decay: float = 0.7,
                  max_model_len: int | None = None, lossless_broken: bool = False,
-                 seed: int | None = None) -> Plan:
+                 seed: int | None = None, draft_cost: float = DRAFT_PREFILL_COST,
+                 speed: float = 1.0) -> Plan:
     """The engine steps of one greedy request producing exactly max_tokens tokens.
 
     ttft/tpot are the *baseline* calibration (ms at 512 prompt tokens, ms per decode step). With k > 0
-    the request runs under EAGLE3: prefill takes 0.87 × TTFT, and each decode step verifies k drafts.
-    Speculation is skipped once the sequence reaches max_model_len - k (vLLM's rule).
+    the request runs under EAGLE3: the first step adds the draft's prefill and proposals (ttft_ms), and each
+    decode step verifies k drafts accepted at `acceptance` (this request's position-0 rate, see
+    prompt_acceptance). Speculation is skipped once the sequence reaches max_model_len - k (vLLM's rule).
+    speed multiplies every delay (the host factor, HostNoise).
     """
     n = max(int(max_tokens), 0)
     tokens = greedy_tokens(prompt, n)
@@ -231,8 +295,11 @@ def plan_request(prompt: str, prompt_tokens: int, max_tokens: int, *, ttft: floa
     if n == 0:
         return plan
     spec = k > 0
+    speed = float(speed) if speed > 0 else 1.0
+    first = ttft_ms(prompt_tokens, ttft, spec, k=k, draft_cost=draft_cost, tpot_ms=tpot) * speed
+    tpot = tpot * speed
     rng = random.Random(seed if seed is not None else seed_of(prompt))
-    plan.steps.append(Step(ttft_ms(prompt_tokens, ttft, spec), tokens[:1]))
+    plan.steps.append(Step(first, tokens[:1]))
     pos = 1
     corrupted = False
     while pos < n:

@@ -24,7 +24,8 @@
   response root and on the final usage chunk of a stream; without it, startup fails with vLLM's
   ValidationError ("... requires speculative decoding to be enabled (via --speculative-config).", exit 1).
 - acceptance per route: [simulation] acceptance on /v1/completions, chat_acceptance on /v1/chat/completions
-  (the tutorial's draft was trained on chat data).
+  (the tutorial's draft was trained on chat data), as the mean of each prompt's own acceptance
+  (acceptance_spread); every request's timing is scaled by the host's drifting speed (run_spread).
 - faults and timing come from SPECDEC_SIM (see tui/sim/config.py); the maths lives in tui/sim/model.py.
 
 Durations in logs and metrics are simulated seconds: startup phases run at wall time / time_scale, serving
@@ -50,7 +51,8 @@ from typing import Any, AsyncIterator
 
 from .config import sim_config
 from .logs import ProcessLog, color_enabled, traceback_lines
-from .model import effective_acceptance, plan_request
+from .model import (DRAFT_PREFILL_COST, HostNoise, effective_acceptance, plan_request, prompt_acceptance,
+                    seed_of)
 from .tokens import render_chat
 from .tokens import tokenize as _tok
 
@@ -425,6 +427,10 @@ class ServingState:
         self.fault = str(cfg.get("fault") or "none")
         spec = ea.get("speculative_config")
         self.k = int(spec.get("num_speculative_tokens") or 1) if spec else 0
+        # The host's run-to-run drift ([simulation] run_spread), seeded by --seed and the served configuration,
+        # so the baseline and each EAGLE3 arm drift independently and a rerun of the same server repeats itself.
+        noise_key = json.dumps([getattr(ns, "seed", 0), ns.model, spec], sort_keys=True, default=str)
+        self.noise = HostNoise(float(cfg.get("run_spread", 0.0) or 0.0), seed_of(noise_key))
         # --per-request-spec-decode-metrics: "none" | "summary" | "detailed" (speculative servers only; main()
         # refuses the flag without --speculative-config, as vLLM does).
         level = getattr(ns, "per_request_spec_decode_metrics", "none") or "none"
@@ -519,12 +525,16 @@ class ServingState:
         route says otherwise: chat_acceptance on /v1/chat/completions). spec_stats (new_spec_stats()) is filled
         with this request's verify steps."""
         base = float(self.cfg.get("acceptance", 0.69)) if acceptance is None else float(acceptance)
-        acceptance = effective_acceptance(base, self.fault)
+        # This prompt's own acceptance around the route's mean (the same prompt, the same acceptance).
+        mine = prompt_acceptance(prompt, base, float(self.cfg.get("acceptance_spread", 0.0) or 0.0))
+        acceptance = effective_acceptance(mine, self.fault)
         plan = plan_request(prompt, prompt_tokens, max_tokens,
                             ttft=float(self.cfg.get("ttft_ms", 252.0)), tpot=float(self.cfg.get("tpot_ms", 7.0)),
                             k=self.k, acceptance=acceptance, decay=float(self.cfg.get("acceptance_decay", 0.7)),
                             max_model_len=self.max_model_len,
-                            lossless_broken=(self.fault == "lossless-broken"))
+                            lossless_broken=(self.fault == "lossless-broken"),
+                            draft_cost=float(self.cfg.get("draft_prefill_cost", DRAFT_PREFILL_COST)),
+                            speed=self.noise.next())
         loop = asyncio.get_running_loop()
         rid = id(plan)
         arrival = loop.time()
