@@ -269,7 +269,8 @@ def _launch_events(run: ClosedRun, sid: str) -> list[ev.Event]:
             rep = ph.get("reported_s")
             detail = f"log reports {rep:.1f}s" if isinstance(rep, (int, float)) else ""
             out.append(ev.Phase(sid, ph["phase"], "started", 0.0, "", ts=0.0))
-            out.append(ev.Phase(sid, ph["phase"], "finished", float(secs), detail, ts=0.0))
+            out.append(ev.Phase(sid, ph["phase"], "failed" if ph.get("failed") else "finished", float(secs or 0.0),
+                                detail, ts=0.0))
     try:
         cmd = (run.path / f"{sid}.command.sh").read_text(encoding="utf-8")
         text = "\n".join(ln for ln in cmd.splitlines() if not ln.startswith("#!")).strip()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .events import Diagnosis, Severity
+from .logparse import evidence_rank, rank_evidence
 
 
 @dataclass(frozen=True)
@@ -162,12 +163,17 @@ DECISIVE_WORDS = ("error", "failed", "fail", "exception", "out of memory", "oom"
                   "timed out", "timeout", "not found", "mismatch", "busy", "cannot", "denied", "no such")
 
 
+LOG_EVIDENCE_LINES = 4  # log lines a log-signature diagnosis quotes (the panes show the first ones at 80x24)
+
+
 def decisive_first(evidence: Iterable[str], words: tuple[str, ...] = DECISIVE_WORDS) -> list[str]:
     """Evidence with the lines that carry the failure first (the panes show the first lines); blank lines
     dropped."""
     ev = [str(x).strip() for x in evidence if x and str(x).strip()]
     hot = [x for x in ev if any(w in x.lower() for w in words)]
-    return hot + [x for x in ev if x not in hot]
+    ordered = hot + [x for x in ev if x not in hot]
+    # compiler codes, runtime errors and exception lines before the hot words; banners and wrappers last
+    return sorted(ordered, key=lambda x: min(evidence_rank(x), 2) if evidence_rank(x) < 4 else 4)
 
 
 def hbm(step: str, evidence: Iterable[str], tp: int, model: str = "", remedy: str = "") -> Diagnosis:
@@ -219,18 +225,20 @@ def from_log_signatures(step: str, signatures: list[tuple[str, str, list[str]]],
             continue
         if kind in ("engine-failed", "engine-dead") or kind not in CATALOG:
             continue
+        # the decisive lines first (an NCC code, an NRT error, the exception), banners and wrappers last
+        ev = rank_evidence(list(context) + [line], limit=LOG_EVIDENCE_LINES) or [line]
         if kind == "hbm-allocation-failure":
-            out.append(hbm(step, list(context) + [line], tp, model=(serve.target if serve else "")))
+            out.append(hbm(step, ev, tp, model=(serve.target if serve else "")))
         elif kind == "compile-failed":
-            out.append(compile_failed(step, list(context) + [line], serve.cache_key if serve else None,
+            out.append(compile_failed(step, ev, serve.cache_key if serve else None,
                                       serve.cache_dir if serve else None))
         elif kind == "engine-startup-timeout":
-            out.append(startup_timeout(step, list(context) + [line], serve.target if serve else "",
+            out.append(startup_timeout(step, ev, serve.target if serve else "",
                                        serve.startup_timeout_s if serve else None))
         elif kind == "port-in-use":
             out.append(make(kind, step, [line], host=host, port=port))
         else:
-            out.append(make(kind, step, list(context) + [line]))
+            out.append(make(kind, step, ev))
     if not out:
         if any(k in ("engine-failed", "engine-dead") for k, _, _ in signatures):
             out.append(make("engine-failed", step, [root_cause] if root_cause else last_lines[-5:]))
