@@ -368,7 +368,7 @@ def show_closed_run(app: Any, run: ClosedRun) -> None:
             continue
         diag = ev.Diagnosis(str(d.get("step") or ""), str(d["id"]), d.get("severity") or "info",
                             str(d.get("title") or d["id"]), tuple(str(x) for x in d.get("evidence") or ()),
-                            str(d.get("remedy") or ""))
+                            str(d.get("remedy") or ""), str(d.get("setting") or ""), str(d.get("suggest") or ""))
         app.results_pane.add_diagnosis(diag)
         if diag.step in plan.run_steps and diag.step != "results":
             app.pane(diag.step).note_problem(diag)

@@ -7,6 +7,7 @@ the log pipeline; number rules (acceptance, throughput, agreement, failures) are
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -176,20 +177,29 @@ def decisive_first(evidence: Iterable[str], words: tuple[str, ...] = DECISIVE_WO
     return sorted(ordered, key=lambda x: min(evidence_rank(x), 2) if evidence_rank(x) < 4 else 4)
 
 
+_SUGGEST_TP = re.compile(r"tensor_parallel_size = (\d+)")
+
+
 def hbm(step: str, evidence: Iterable[str], tp: int, model: str = "", remedy: str = "") -> Diagnosis:
     """The HBM allocation failure. `remedy`: a fact-based one (the env step's HBM fit check) when known."""
     ev = decisive_first(evidence, ("failed to allocate", "out of memory", "per core >"))
+    suggest = max(16, tp * 2) if tp < 16 else tp * 2
+    m = _SUGGEST_TP.search(remedy) if remedy else None
+    if m:
+        suggest = int(m.group(1))
     d = make("hbm-allocation-failure", step, ev, tp=tp, fix_key="server.tensor_parallel_size",
-             model=model or "The model", suggest=max(16, tp * 2) if tp < 16 else tp * 2)
+             model=model or "The model", suggest=suggest)
     if remedy:
         return Diagnosis(d.step, d.id, d.severity, d.title, d.evidence,
-                         remedy.rstrip(".") + "; make sure no other process holds the NeuronCores.")
+                         remedy.rstrip(".") + "; make sure no other process holds the NeuronCores.",
+                         setting="server.tensor_parallel_size", suggest=str(suggest))
     if tp >= 16:
         remedy = (f"{model or 'The model'} does not fit in device memory at tensor-parallel-size {tp}: lower "
                   "server.max_model_len or the bucket sizes, check that no other process holds NeuronCores, or raise "
                   f"server.tensor_parallel_size to {tp * 2} if the instance has the cores.")
         d = Diagnosis(d.step, d.id, d.severity, d.title, d.evidence, remedy)
-    return d
+        return d  # several fixes, not one setting
+    return dataclasses.replace(d, setting="server.tensor_parallel_size", suggest=str(suggest))
 
 
 def compile_failed(step: str, evidence: Iterable[str], cache_key: str | None, cache_dir: str | None) -> Diagnosis:

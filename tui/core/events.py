@@ -166,6 +166,10 @@ class Diagnosis(Event):
     title: str
     evidence: tuple[str, ...]
     remedy: str
+    # The fix is this setting (a dotted profile key, e.g. "server.tensor_parallel_size"), changed to `suggest`
+    # when known: a front end names its own way to change it; "" when the fix is not a setting.
+    setting: str = ""
+    suggest: str = ""
 
 
 @dataclass(frozen=True)
