@@ -479,3 +479,22 @@ def test_the_failed_phase_is_marked_failed_not_finished():
     w2, events2 = _watch(NCC_RUN[:2])
     w2.finish()
     assert [e.status for e in events2 if isinstance(e, Phase)][-1] == "finished" and w2.failed_phase is None
+
+
+def test_near_zero_acceptance_points_past_a_verifier_the_checkpoints_step_matched():
+    shared = {"target": {"name": "openai/gpt-oss-120b", "commit": "053db7544fa5be570d8de426bcc54f5bbca0da6d"},
+              "draft": {"name": "RedHatAI/gpt-oss-120b-speculator.eagle3", "config": {"draft_vocab_size": 64000}},
+              "checks": {"draft type": "pass", "draft verifier": "pass", "hidden size": "pass", "vocab size": "pass",
+                         "vocab mapping": "info", "aux layers": "pass"}}
+    pair = dg.checkpoint_pair(shared)
+    assert pair["verifier_matches"] is True
+    (d,) = dg.acceptance_rules("results", 0.45, 1.0, pair=pair)
+    assert d.id == "acceptance-near-zero"
+    assert "verifier is not the cause" in d.remedy and "trained against this exact target" not in d.remedy
+    assert "053db7544fa5" in d.remedy and "d2t" in d.remedy and "chat" in d.remedy
+    assert any("verifier is openai/gpt-oss-120b" in x for x in d.evidence)
+    # a verifier the checkpoints step did not match (or no checkpoints step): the tutorial's remedy
+    bad = dict(shared, checks=dict(shared["checks"], **{"draft verifier": "warn"}))
+    for p in (dg.checkpoint_pair(bad), dg.checkpoint_pair(None), {}):
+        (d,) = dg.acceptance_rules("results", 0.45, 1.0, pair=p)
+        assert "speculators_config.verifier" in d.remedy

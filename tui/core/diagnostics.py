@@ -261,8 +261,26 @@ def from_log_signatures(step: str, signatures: list[tuple[str, str, list[str]]],
 # Number rules (pure functions; tested with evidence that triggers and evidence that must not)
 # -------------------------------------------------------------------------------------------------
 
+def _pair_checked_remedy(pair: dict[str, Any]) -> str:
+    """acceptance-near-zero when the checkpoints step already showed the pair matches on paper (the draft's
+    verifier is this target): point past the verifier, at what that check cannot see."""
+    target = pair.get("target") or "the target"
+    rev = f" (the run used commit {pair['target_commit'][:12]})" if pair.get("target_commit") else ""
+    vocab = pair.get("vocab_mapping") or ""
+    d2t = ("; the draft vocabulary's d2t mapping to target ids (not read by the checkpoints step: a d2t from another "
+           "tokenizer or revision sends every draft token to a wrong id)" if "d2t" in vocab else "")
+    return (f"The checkpoints step showed the draft was trained against {target} and that its hidden size, "
+            f"vocabulary and aux layers fit: the verifier is not the cause. Check what it cannot see: the target "
+            f"revision the draft was trained on versus the one served{rev}{d2t}; the target's numerics (dtype, "
+            "quantization, hf_overrides: compare its greedy output with a known reference, as the tutorial says); "
+            "and the prompts (EAGLE3 drafts are usually trained on chat-templated conversations: a chat workload "
+            "through /v1/chat/completions shows whether acceptance recovers).")
+
+
 def acceptance_rules(step: str, acceptance_rate: float | None, acceptance_length: float | None,
-                     per_position: list[float] | None = None) -> list[Diagnosis]:
+                     per_position: list[float] | None = None, pair: dict[str, Any] | None = None) -> list[Diagnosis]:
+    """`pair`: what the checkpoints step established about the draft/target pair (checkpoint_pair()); when it
+    showed the verifier matches, the near-zero remedy points elsewhere instead of at the verifier."""
     if acceptance_rate is None:
         return []
     ev = [f"acceptance rate {acceptance_rate:.2f}%"]
@@ -271,6 +289,10 @@ def acceptance_rules(step: str, acceptance_rate: float | None, acceptance_length
     if per_position:
         ev.append("per-position acceptance " + ", ".join(f"{p:.1f}%" for p in per_position))
     if acceptance_rate < 5.0:
+        if pair and pair.get("verifier_matches"):
+            ev.append(f"checkpoints step: the draft's verifier is {pair.get('target') or 'the target'}; "
+                      "hidden size, vocab size and aux layers pass")
+            return [_custom("acceptance-near-zero", step, ev, _pair_checked_remedy(pair))]
         return [make("acceptance-near-zero", step, ev)]
     if acceptance_rate < 30.0:
         return [make("acceptance-low", step, ev)]
@@ -367,6 +389,28 @@ def bf16_rule(step: str, target: str, hf_overrides: dict[str, Any], quantization
         ev.append("the target's config.json has an MXFP4 quantization_config and server.hf_overrides does not "
                   "clear it")
     return [make("bf16-checkpoint-not-needed", step, ev)] if ev else []
+
+
+def checkpoint_pair(checkpoints: dict[str, Any] | None) -> dict[str, Any]:
+    """What the checkpoints step's result (ctx.shared["checkpoints"]) established about the pair, for
+    acceptance_rules: verifier_matches (the draft's verifier, hidden size, vocab size and aux layers all passed),
+    target, target_commit, vocab_mapping. Empty when the step did not run or recorded no checks."""
+    c = checkpoints or {}
+    checks = c.get("checks") or {}
+    if not isinstance(checks, dict) or not checks:
+        return {}
+    target = c.get("target") if isinstance(c.get("target"), dict) else {}
+    draft = c.get("draft") if isinstance(c.get("draft"), dict) else {}
+    must = ("draft verifier", "hidden size", "vocab size")
+    ok = all(checks.get(k) == "pass" for k in must) and checks.get("aux layers", "pass") == "pass" \
+        and checks.get("draft type", "pass") == "pass"
+    cfg = draft.get("config") if isinstance(draft.get("config"), dict) else {}
+    vocab = ""
+    if checks.get("vocab mapping"):
+        dv = cfg.get("draft_vocab_size")
+        vocab = f"d2t ({dv})" if dv else "d2t"
+    return {"verifier_matches": ok, "target": target.get("name") or "", "vocab_mapping": vocab,
+            "target_commit": str(target.get("commit") or target.get("sha") or "")}
 
 
 # Env-step facts that map to a diagnosis: fact name → (statuses that trigger, diagnosis id).

@@ -877,8 +877,9 @@ async def run(ctx: StepContext, *, timeout_s: float | None = None) -> StepResult
     }, hs.secrets)
     path = ctx.run.write_json("checkpoints.json", artifact)
     ctx.emit(Artifact(STEP, "checkpoints.json", str(path)))
+    checks = {f["name"]: f["status"] for f in rec.as_json() if f["name"] in COMPAT_FACTS}
     return rec.result(scrub_obj({"target": target_json, "draft": draft_json, "compatible": compatible,
-                                 "endpoint": hs.endpoint}, hs.secrets))
+                                 "endpoint": hs.endpoint, "checks": checks}, hs.secrets))
 
 
 __all__ = ["COMPAT_FACTS", "PREPARE_TIMEOUT_S", "run", "verifier_match"]
