@@ -442,6 +442,11 @@ def from_env_facts(step: str, facts: Iterable[Any], host: str = "", port: int = 
             if not f.value.endswith(" in use"):  # the name does not resolve / not a local address: the fact says so
                 continue
             out.append(make(diag_id, step, ev, host=host, port=port))
+        elif diag_id == "neuron-cores-busy" and f.detail.startswith("held: ") and f.remedy:
+            # name the holder neuron-ls listed (its pid and command), not "a process"
+            fix = f.remedy[:1].upper() + f.remedy[1:]
+            out.append(_custom(diag_id, step, ev, f"Held by {f.detail[len('held: '):]}. {fix.rstrip('.')} "
+                                                  "(`neuron-ls` lists the holders with their pids)."))
         else:
             out.append(make(diag_id, step, ev))
     return out
