@@ -498,3 +498,12 @@ def test_near_zero_acceptance_points_past_a_verifier_the_checkpoints_step_matche
     for p in (dg.checkpoint_pair(bad), dg.checkpoint_pair(None), {}):
         (d,) = dg.acceptance_rules("results", 0.45, 1.0, pair=p)
         assert "speculators_config.verifier" in d.remedy
+
+
+def test_cores_busy_env_remedy_names_the_holder():
+    f = Fact("env", "Neuron cores free", "busy (1 process)", "fail",
+             "held: pid 4242 `python3 /x/holder/vllm serve openai/gpt-oss-120b` on devices 0-3 (cores 0-15)",
+             "stop that process, e.g. `kill 4242` (TP16 needs cores 0-15), then retry")
+    (d,) = dg.from_env_facts("env", [f])
+    assert d.id == "neuron-cores-busy"
+    assert "pid 4242" in d.remedy and "vllm serve" in d.remedy and "`kill 4242`" in d.remedy
