@@ -285,13 +285,6 @@ class ProfilePane(StepPane):
             field.action_select_all()
         return True
 
-    def focus_first(self) -> None:
-        """Focus the first editable field (the profile picker before the run, else the first setting)."""
-        for w in self.query("Select, Input"):
-            if not w.disabled and w.can_focus:
-                w.focus()
-                return
-
     def retry_edits(self) -> dict[str, Any]:
         """The settings changed since the failure (empty when none, or when no retry is open)."""
         return self.edits() if self.retry_open else {}

@@ -567,6 +567,13 @@ class SpecdecApp(App[int]):
             if self.busy:
                 return f"{busy} is running: export when it ends (or stop it with s)."
             return None
+        if action == "edit_setting":
+            if self.busy:
+                return f"{busy} is running: wait for it, or press s to stop its server."
+            if self.setting_fix() is None:
+                return ("p opens the setting a failed step's fix names; no step has failed with such a fix. The "
+                        "settings are on the Profile pane (select it in the step list).")
+            return None
         if action == "save_profile":
             return None if pane == "profile" else "w saves the profile from the Profile pane: select it first."
         return None
@@ -640,14 +647,12 @@ class SpecdecApp(App[int]):
         return (prof.data.get(section) or {}).get(key) if prof is not None else None
 
     def action_edit_setting(self) -> None:
-        """Show the Profile pane; after a failure whose fix is a setting, focus that field."""
-        self.show_step("profile")
-        pane = self.query_one(ProfilePane)
+        """After a failure whose fix is a setting: show the Profile pane with that field focused."""
         fix = self.setting_fix()
-        if fix is not None:
-            pane.focus_setting(fix.setting)
-        else:
-            pane.focus_first()
+        if fix is None:
+            return
+        self.show_step("profile")
+        self.query_one(ProfilePane).focus_setting(fix.setting)
 
     def _env_facts(self) -> dict[str, Any]:
         """What the environment step found: its stored facts once it passed, else its failed attempt's own

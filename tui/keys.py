@@ -7,7 +7,7 @@ KEY_TABLE: tuple[tuple[str, str], ...] = (
     ("`n`", "next: run the next step (on Profile: accept the profile and open the run)"),
     ("`a`", "run all remaining steps unattended (stops at a failure; once its retry passes, goes on)"),
     ("`r`", "retry the failed step, with the settings edited on the Profile pane"),
-    ("`p`", "open the Profile pane's settings (after a failure whose fix is a setting: that field)"),
+    ("`p`", "after a failure whose fix is a setting: open that field on the Profile pane"),
     ("`s`", "stop the running server"),
     ("`e`", "export report.md, report.json, summary.csv (an interim report while the run is open)"),
     ("`l` / `f` / `v` / `/`", "server steps: focus the log / follow on-off / raw or collapsed (×N) / filter"),
