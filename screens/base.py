@@ -27,6 +27,19 @@ def _clip(text: str, limit: int = EVIDENCE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def setting_hint(diag: ev.Diagnosis) -> str:
+    """The in-app way to apply a fix that is a setting (Diagnosis.setting): the Profile pane's field and its
+    key; "" when the fix is not one of the pane's settings."""
+    if not diag.setting:
+        return ""
+    from .profile import KNOBS  # the pane's own fields (profile.py imports this module)
+    label = next((lb for sec, key, lb, _t in KNOBS if f"{sec}.{key}" == diag.setting), None)
+    if label is None:
+        return ""
+    to = f" to {diag.suggest}" if diag.suggest else ""
+    return f"press p (Profile pane, field {label}), set it{to}, then r retries with it."
+
+
 class FailureBanner(Static):
     """The lead problem of a failed step: a diagnosis (errors first) or else the first failed check."""
 
@@ -45,6 +58,10 @@ class FailureBanner(Static):
                 t.append(_clip(line), style="italic")
             t.append("\nFix: ", style="bold")
             t.append(diag.remedy)
+            hint = setting_hint(diag)
+            if hint:
+                t.append("\nIn the app: ", style="bold")
+                t.append(hint)
         elif fact is not None:
             t.append(f"✗ {fact.name}: {fact.value}", style="bold")
             if fact.detail:

@@ -270,6 +270,21 @@ class ProfilePane(StepPane):
             self.query_one("#" + knob_id(section, key), Input).disabled = False
         self.set_hint("a step failed: edit the settings here, then press r to retry with them")
 
+    def focus_setting(self, setting: str) -> bool:
+        """Focus the field of `setting` (a dotted key such as "server.tensor_parallel_size"); False when the
+        pane has no such field."""
+        section, _, key = setting.partition(".")
+        try:
+            field = self.query_one("#" + knob_id(section, key), Input)
+        except Exception:
+            return False
+        if field.disabled:
+            self.set_hint("locked: the run has started (save it with w)")
+        else:
+            field.focus()
+            field.action_select_all()
+        return True
+
     def retry_edits(self) -> dict[str, Any]:
         """The settings changed since the failure (empty when none, or when no retry is open)."""
         return self.edits() if self.retry_open else {}

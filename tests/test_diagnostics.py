@@ -391,3 +391,119 @@ def test_startup_timeout_and_hbm_remedies_name_the_model():
     d = dg.hbm("env", ["HBM fit: 40 GiB per core > 24 GiB"], 8, model="m",
                remedy="set [server] tensor_parallel_size = 16 or higher (TP8 needs 40 GiB of 24 GiB per core)")
     assert d.remedy.startswith("set [server] tensor_parallel_size = 16 or higher (TP8 needs")
+
+
+# -- the decisive line first (issue 15, item 6) -------------------------------------------------------------
+
+NCC_RUN = [
+    "(EngineCore_DP0 pid=40) (Worker_TP0 pid=41) 2026-12-02 02:37:04,295 - INFO - cache.py:163 - Waiting for "
+    "shared compilation by process 41 (VLLM::Worker_TP0)",
+    "(EngineCore_DP0 pid=40) (Worker_TP0 pid=41) 2026-12-02 02:37:04,295 - INFO - backend.py:240 - Compiling...",
+    "2026-12-02T02:37:04Z ERROR 1041 [neuronxcc.driver.CommandDriver]: " + "*" * 63,
+    "2026-12-02T02:37:04Z ERROR 1041 [neuronxcc.driver.CommandDriver]:  An Internal Compiler Error has occurred",
+    "2026-12-02T02:37:04Z ERROR 1041 [neuronxcc.driver.CommandDriver]: " + "*" * 63,
+    "2026-12-02T02:37:04Z ERROR 1041 [neuronxcc.driver.CommandDriver]: [INTERNAL_ERROR] [NCC_ITEN406] Unhandled "
+    "exception with message: tensorizer failed to lower operator in target_prefill_512_512 (internal shape check)",
+    "(EngineCore_DP0 pid=40) (Worker_TP0 pid=41) 2026-12-02 02:37:04,696 - ERROR - backend.py:322 - Compilation "
+    "failed - terminating process for cleanup: neuronx-cc compilation failed with 1. Check compiler logs.",
+    "(EngineCore_DP0 pid=40) (Worker_TP0 pid=41) 2026-12-02 02:37:04,696 - ERROR - backend.py:325 - FATAL: "
+    "neuronx-cc compilation failed with 1. Check compiler logs.",
+    "(EngineCore_DP0 pid=40) (Worker_TP0 pid=41) Traceback (most recent call last):",
+    "(EngineCore_DP0 pid=40) (Worker_TP0 pid=41) RuntimeError: neuronx-cc compilation failed with 1. Check "
+    "compiler logs.",
+    "(EngineCore_DP0 pid=40) ERROR 12-02 02:37:04 [core.py:708] EngineCore failed to start.",
+    "(EngineCore_DP0 pid=40) RuntimeError: Worker failed with error 'neuronx-cc compilation failed with 1. Check "
+    "compiler logs.', please check the stack trace above for the root cause",
+    "(APIServer pid=39) RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+    "proc(s): {'EngineCore_DP0': 1}",
+]
+
+
+def _watch(lines):
+    from tui.core.logwatch import ServeLogWatcher
+    events = []
+    w = ServeLogWatcher(events.append, "baseline", speculative=False, verbose_lines=False, platform="neuron")
+    for i, raw in enumerate(lines):
+        w.on_line(raw, 100.0 + i * 0.01)
+    return w, events
+
+
+def test_compile_failure_quotes_the_ncc_line_first_not_the_banner():
+    w, _ = _watch(NCC_RUN)
+    diags = dg.from_log_signatures("baseline", w.error_signatures(), w.root_cause(), w.last_lines(8), 1, 16,
+                                   "127.0.0.1", 8000)
+    assert ids(diags) == ["compile-failed"]
+    ev = diags[0].evidence
+    assert "[NCC_ITEN406]" in ev[0] and "failed to lower operator" in ev[0]
+    assert not any(set(x) <= {"*", " "} for x in ev), ev  # a banner of asterisks is never evidence
+    # the banner's text and the generic wrappers come after every line that names the cause (or not at all)
+    causes = [i for i, x in enumerate(ev) if "NCC_" in x or x.startswith(("FATAL", "RuntimeError: neuronx"))]
+    banner = [i for i, x in enumerate(ev) if "Internal Compiler Error" in x]
+    assert causes and all(b > max(causes) for b in banner)
+    assert len(ev) <= dg.LOG_EVIDENCE_LINES
+    assert "NCC_ITEN406" in (w.root_cause() or "")
+
+
+def test_nrt_and_exception_lines_outrank_boilerplate():
+    from tui.core.logparse import evidence_rank, rank_evidence
+    nrt = "Logical Neuron Core(s) not available - Requested:lnc0-lnc0 Available:0 Logical Core size:2"
+    exc = "RuntimeError: The PyTorch Neuron Runtime could not be initialized."
+    plain_exc = "ValueError: max_model_len 9000 is greater than the model's 8192"
+    wrapper = "RuntimeError: Engine core initialization failed. See root cause above."
+    banner = "=" * 80
+    assert evidence_rank(nrt) == 0 and evidence_rank(exc) == 0
+    assert evidence_rank(plain_exc) == 1
+    assert evidence_rank("Traceback (most recent call last):") == 4 and evidence_rank(wrapper) == 4
+    assert rank_evidence([banner, wrapper, "Compiling...", plain_exc, nrt, nrt]) == [
+        nrt, plain_exc, "Compiling...", wrapper]
+
+
+def test_hbm_evidence_keeps_the_allocation_line_first():
+    d = dg.hbm("baseline", ["An Internal Compiler Error has occurred", "Warming up",
+                            "Failed to allocate 4.000GB (alignment: none, usage: tensors) on ND 0:NC 4"], tp=8)
+    assert d.evidence[0].startswith("Failed to allocate")
+    assert d.evidence[-1] == "An Internal Compiler Error has occurred"
+
+
+def test_the_failed_phase_is_marked_failed_not_finished():
+    from tui.core.events import Phase
+    w, events = _watch(["(APIServer pid=39) INFO 12-02 02:37:00 [api_server.py:1] vLLM API server version 0.24.0",
+                        *NCC_RUN])
+    w.finish(failed=True)
+    compile_ev = [(e.phase, e.status) for e in events if isinstance(e, Phase) and e.phase == "compile"]
+    assert compile_ev == [("compile", "started"), ("compile", "failed")]
+    assert w.failed_phase == "compile"
+    assert [p for p in w.summary()["phases"] if p.get("failed")] == [
+        next(p for p in w.summary()["phases"] if p["phase"] == "compile")]
+    # a clean end of stream (our own stop) still finishes the phase
+    w2, events2 = _watch(NCC_RUN[:2])
+    w2.finish()
+    assert [e.status for e in events2 if isinstance(e, Phase)][-1] == "finished" and w2.failed_phase is None
+
+
+def test_near_zero_acceptance_points_past_a_verifier_the_checkpoints_step_matched():
+    shared = {"target": {"name": "openai/gpt-oss-120b", "commit": "053db7544fa5be570d8de426bcc54f5bbca0da6d"},
+              "draft": {"name": "RedHatAI/gpt-oss-120b-speculator.eagle3", "config": {"draft_vocab_size": 64000}},
+              "checks": {"draft type": "pass", "draft verifier": "pass", "hidden size": "pass", "vocab size": "pass",
+                         "vocab mapping": "info", "aux layers": "pass"}}
+    pair = dg.checkpoint_pair(shared)
+    assert pair["verifier_matches"] is True
+    (d,) = dg.acceptance_rules("results", 0.45, 1.0, pair=pair)
+    assert d.id == "acceptance-near-zero"
+    assert "verifier is not the cause" in d.remedy and "trained against this exact target" not in d.remedy
+    assert "053db7544fa5" in d.remedy and "d2t" in d.remedy and "chat" in d.remedy
+    assert any("verifier is openai/gpt-oss-120b" in x for x in d.evidence)
+    # a verifier the checkpoints step did not match (or no checkpoints step): the tutorial's remedy
+    bad = dict(shared, checks=dict(shared["checks"], **{"draft verifier": "warn"}))
+    for p in (dg.checkpoint_pair(bad), dg.checkpoint_pair(None), {}):
+        (d,) = dg.acceptance_rules("results", 0.45, 1.0, pair=p)
+        assert "speculators_config.verifier" in d.remedy
+
+
+def test_cores_busy_env_remedy_names_the_holder():
+    f = Fact("env", "Neuron cores free", "busy (1 process)", "fail",
+             "held: pid 4242 `python3 /x/holder/vllm serve openai/gpt-oss-120b` on devices 0-3 (cores 0-15)",
+             "stop that process, e.g. `kill 4242` (TP16 needs cores 0-15), then retry")
+    (d,) = dg.from_env_facts("env", [f])
+    assert d.id == "neuron-cores-busy"
+    assert "pid 4242" in d.remedy and "vllm serve" in d.remedy and "`kill 4242`" in d.remedy

@@ -132,6 +132,15 @@ def test_launch_fault_variants_exit_1_with_diagnosis(tmp_path, updates, expected
     if expected == "hbm-allocation-failure":
         assert "tensor_parallel_size = 16" in diag["remedy"]
         assert diag["evidence"]
+        assert diag["setting"] == "server.tensor_parallel_size"  # the fix is a setting (front ends name theirs)
+    if expected == "compile-failed":
+        # the decisive compiler line first, not neuronx-cc's banner; the compile phase marked failed
+        assert "[NCC_" in diag["evidence"][0] and "failed to lower operator" in diag["evidence"][0]
+        assert not any(set(x) <= {"*", " "} for x in diag["evidence"])
+        out = r.stdout + r.stderr
+        assert "[NCC_" in out and "✗ compile" in out
+        state = json.loads((run_dir / "state.json").read_text())
+        assert "compile" in json.dumps(state) and '"failed_phase": "compile"' in json.dumps(state)
     assert "Traceback" not in r.stderr
 
 

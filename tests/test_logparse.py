@@ -800,3 +800,13 @@ def test_real_cpu_bad_aux_clean_start_then_death_on_first_request():
     assert after[0].line == "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x256 and 384x128)"
     assert any("EngineDeadError" in e.line for e in after if e.kind == "engine-dead")
     assert r.pipe.primary_error.kind == "tensor-shape-mismatch"
+
+
+def test_neuronx_cc_header_stripped_with_its_level():
+    msg, info = clean_line("2026-12-02T02:37:04Z ERROR 7485 [neuronxcc.driver.CommandDriver]: [INTERNAL_ERROR] "
+                           "[NCC_ITEN406] Unhandled exception with message: x")
+    assert msg == "[INTERNAL_ERROR] [NCC_ITEN406] Unhandled exception with message: x"
+    assert info.level == "ERROR" and info.source == "neuronxcc.driver.CommandDriver"
+    pipe = LogPipeline()
+    (line, *_rest) = pipe.feed("2026-12-02T02:37:04Z ERROR 7485 [neuronxcc.driver.CommandDriver]: " + "*" * 20, 1.0)
+    assert line.text == "*" * 20 and line.level == "ERROR" and line.is_error

@@ -22,7 +22,7 @@ from test_sim_serve import ANSI, Sim, serve_args
 from tui.core.placement import core_facts, format_range
 from tui.core.sysinfo import parse_neuron_ls
 from tui.sim import cores
-from tui.sim.standin import build
+from tui.sim.standin import build, start_holder, stop_holder
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the claims follow /proc")
 
@@ -188,15 +188,53 @@ def test_count_mismatch_fails_like_the_plugin(tmp_path, platform):
 
 
 def test_cores_busy_fault_holds_cores_0_15_only(tmp_path):
-    env = build(tmp_path / "standin", {"vllm_version": "0.24.0", "fault": "cores-busy"},
-                {"PATH": os.environ.get("PATH", "")}, None)["env"]
-    assert holders(neuron_ls(env)) == {os.getpid(): [0, 1, 2, 3]}  # the stand-in (here: this process) holds them
-    ok = server(tmp_path, env, "ok", "16-31", sim={"fault": "cores-busy"})
-    busy = server(tmp_path, env, "busy", None, sim={"fault": "cores-busy"})
+    holder = start_holder(tmp_path / "standin")
     try:
-        ok.ready()
-        assert busy.wait_exit() == 1
-        assert BUSY_LINE.format(c=0) in ANSI.sub("", busy.text)
+        env = build(tmp_path / "standin", {"vllm_version": "0.24.0", "fault": "cores-busy"},
+                    {"PATH": os.environ.get("PATH", "")}, None, holder_pid=holder.pid)["env"]
+        devices = neuron_ls(env)
+        # a separate process holds them, not the stand-in (here: this process), and it reads like a vLLM server
+        assert holders(devices) == {holder.pid: [0, 1, 2, 3]}
+        cmd = next(p["command"] for d in devices for p in d["neuron_processes"])
+        assert "vllm serve openai/gpt-oss-120b --tensor-parallel-size 16" in cmd
+        ok = server(tmp_path, env, "ok", "16-31", sim={"fault": "cores-busy"})
+        busy = server(tmp_path, env, "busy", None, sim={"fault": "cores-busy"})
+        try:
+            ok.ready()
+            assert busy.wait_exit() == 1
+            assert BUSY_LINE.format(c=0) in ANSI.sub("", busy.text)
+        finally:
+            ok.kill()
+            busy.kill()
+        # doing what the remedy says (kill the holder's pid) frees the cores
+        os.kill(holder.pid, signal.SIGTERM)
+        holder.wait(timeout=10)
+        assert holders(neuron_ls(env)) == {}
     finally:
-        ok.kill()
-        busy.kill()
+        stop_holder(holder)
+
+
+def test_the_stand_in_stops_its_cores_holder_and_survives_its_kill(tmp_path):
+    """demo-cores-busy: the holder is the stand-in's child, not the stand-in; killing it (the fix) leaves the
+    platform up, and a stand-in that exits leaves no holder behind."""
+    prof = tmp_path / "profile.toml"
+    prof.write_text('extends = "demo-cores-busy"\n[simulation]\nhub = false\n')
+    for kill_holder_first in (True, False):
+        p = subprocess.Popen([sys.executable, "-m", "tui.sim", "stand-in", "--profile", str(prof)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        try:
+            env = json.loads(p.stdout.readline())["env"]
+            (pid,) = holders(neuron_ls(env))
+            assert pid != p.pid and cores.pid_alive(pid)
+            if kill_holder_first:
+                os.kill(pid, signal.SIGTERM)
+                assert wait_for(lambda: holders(neuron_ls(env)) == {}, timeout=30)
+                assert p.poll() is None  # the platform is still up
+            p.send_signal(signal.SIGTERM)
+            assert p.wait(timeout=30) == 0
+            assert wait_for(lambda: not cores.pid_alive(pid), timeout=10)  # no orphan
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()

@@ -259,12 +259,13 @@ async def test_tp8_fault_demo_shows_the_hbm_diagnosis_panel(isolated):
         results = app.query_one("#pane-results")
         assert [d.id for d in results.diagnoses] == ["hbm-allocation-failure"]
         assert app.status["eagle3"] == "pending"  # run all stopped at the failure
-        # Retry reruns the failed step (and fails the same way at TP8).
+        # The fix is a setting (TP): r with nothing changed says so instead of failing the same way again.
+        assert panel.diag.setting == "server.tensor_parallel_size"
         await pilot.press("r")
         await pilot.pause()
-        await wait(app.step_done.wait(), pilot)
-        assert app.status["baseline"] == "failed"
-        assert any("attempt 2" in line for line in app.query_one("#pane-baseline").log_view.lines)
+        assert app.status["baseline"] == "failed" and not app.busy
+        assert not any("attempt 2" in line for line in app.query_one("#pane-baseline").log_view.lines)
+        assert any("still 8" in n.message for n in app._notifications)
         assert run_children() == []
         # Export writes an interim report while the run is still open.
         await pilot.press("e")
@@ -407,7 +408,7 @@ async def test_fix_in_place_tp8_fails_edit_to_16_retry_and_the_report_is_clean(i
         await wait(app.step_done.wait(), pilot)
         assert app.status[failed] in ("passed", "warned"), app.status
         assert app.engine.profile.data["server"]["tensor_parallel_size"] == 16
-        assert tp.disabled  # locked again while the run goes on
+        assert tp.disabled or app.failed_step is not None, app.status  # locked again unless a later step failed
         assert "hbm-allocation-failure" not in [d.id for d in app.query_one("#pane-results").diagnoses]
         if not app.closed:
             await pilot.press("a")
@@ -422,4 +423,77 @@ async def test_fix_in_place_tp8_fails_edit_to_16_retry_and_the_report_is_clean(i
     assert_verdict_follows_the_numbers(run)
     assert "tensor_parallel_size = 16" in (run / "profile.toml").read_text()
     assert "hbm" not in (run / "report.md").read_text().lower()
+    assert children() == []
+
+
+def notes(app: SpecdecApp) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+async def test_r_unchanged_after_tp8_says_so_p_opens_the_setting_and_a_passed_retry_runs_to_the_end(isolated):
+    """Retry is honest: after the TP 8 failure (fix: a setting), r with nothing changed says TP is still 8 and
+    runs nothing; the banner and p lead to the field; once TP 16 is typed, r retries, and because the run was
+    started with a (run everything) it goes on to the end without a second a."""
+    tmp = isolated
+    prof_path = fast_profile_file(tmp, **{"server.tensor_parallel_size": 8})
+    app = SpecdecApp(load_profile(str(prof_path)), tmp / "run")
+    async with running(app) as pilot:
+        await pilot.press("a")
+        await pilot.pause()
+        await wait(app.step_done.wait(), pilot)
+        assert app.failed_step == "env"
+        banner = text_of(app.query_one("#pane-env").query_one("FailureBanner"))
+        assert "tensor_parallel_size = 16" in banner  # the profile key (what headless and the report say)
+        assert "In the app: press p (Profile pane, field Tensor parallel (TP)), set it to 16, then r" in banner
+        assert "p fix setting" in text_of(app.query_one("#next-hint"))
+        await pilot.press("r")
+        await pilot.pause()
+        assert not app.busy and app.status["env"] == "failed"
+        said = [m for m in notes(app) if "still 8" in m]
+        assert said and "Tensor parallel (TP) is still 8" in said[0] and "press p" in said[0], notes(app)
+        await pilot.press("p")
+        await pilot.pause()
+        tp = app.query_one("#knob-server-tensor-parallel-size")
+        assert app.current_pane_id == "profile" and app.focused is tp
+        await pilot.press("1", "6")  # the field's text was selected: typing replaces it
+        await pilot.pause()
+        assert tp.value == "16"
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("r")
+        await pilot.pause()
+        await wait(app.run_finished.wait(), pilot)  # no second a: the retried step passed and the run went on
+        assert app.closed and app.status["env"] in ("passed", "warned")
+        assert all(app.status[s] not in ("pending", "failed") for s in ("checkpoints", "dataset", "baseline",
+                                                                         "eagle3")), app.status
+        await pilot.press("ctrl+q")
+        await asyncio.wait_for(app.shutdown_done.wait(), STEP_TIMEOUT_S)
+    assert children() == []
+
+
+async def test_a_retry_started_with_n_stops_after_the_step(isolated):
+    """Only a run started with a goes on after a passed retry; one driven step by step with n stays put."""
+    tmp = isolated
+    prof_path = fast_profile_file(tmp, **{"server.tensor_parallel_size": 8})
+    app = SpecdecApp(load_profile(str(prof_path)), tmp / "run")
+    async with running(app) as pilot:
+        await pilot.press("n")  # accept the profile
+        await pilot.pause()
+        await wait(app.step_done.wait(), pilot)
+        await pilot.press("n")  # the environment step
+        await pilot.pause()
+        await wait(app.step_done.wait(), pilot)
+        assert app.failed_step == "env"
+        app.action_edit_setting()
+        await pilot.pause()
+        await pilot.press("1", "6", "escape")
+        await pilot.pause()
+        await pilot.press("r")
+        await pilot.pause()
+        await wait(app.step_done.wait(), pilot)
+        assert app.status["env"] in ("passed", "warned") and app.status["checkpoints"] == "pending"
+        assert not app.closed
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        await asyncio.wait_for(app.shutdown_done.wait(), STEP_TIMEOUT_S)
     assert children() == []

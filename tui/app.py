@@ -74,6 +74,8 @@ class SpecdecApp(App[int]):
         Binding("n", "next", "Next", id="next", tooltip="Run the current step (on Profile: accept the profile)"),
         Binding("a", "run_all", "Run all", id="run-all", tooltip="Run the remaining steps unattended"),
         Binding("r", "retry", "Retry", id="retry", tooltip="Run the failed step again"),
+        Binding("p", "edit_setting", "Settings", id="edit-setting",
+                tooltip="Open the Profile pane's settings (after a failure: the field its fix names)"),
         Binding("l", "focus_log", "Log", id="focus-log", tooltip="Focus the live server log"),
         Binding("f", "follow", "Follow", id="follow", tooltip="Follow the end of the log, or pause it"),
         Binding("v", "log_mode", "Raw/×N", id="log-mode", show=False,
@@ -122,6 +124,7 @@ class SpecdecApp(App[int]):
         self._step_worker: Any = None
         self._worker_done: asyncio.Event | None = None
         self._quitting = False
+        self._unattended = False  # the run was started with "run everything" (a): a passed retry goes on
         self._terminal_lost = False
         self._run_started_at = 0.0
         # Sink buffers.
@@ -354,7 +357,8 @@ class SpecdecApp(App[int]):
         elif c is None:
             text = "All steps done."
         elif self.failed_step:
-            text = f"{self.title_of(c)} {self.status[c]}.\nr retry · e export"
+            keys = "p fix setting · r retry" if self.setting_fix() else "r retry · e export"
+            text = f"{self.title_of(c)} {self.status[c]}.\n{keys}"
         else:
             text = f"n run {self.title_of(c)}\na run all the rest"
         hint.update(text)
@@ -563,6 +567,13 @@ class SpecdecApp(App[int]):
             if self.busy:
                 return f"{busy} is running: export when it ends (or stop it with s)."
             return None
+        if action == "edit_setting":
+            if self.busy:
+                return f"{busy} is running: wait for it, or press s to stop its server."
+            if self.setting_fix() is None:
+                return ("p opens the setting a failed step's fix names; no step has failed with such a fix. The "
+                        "settings are on the Profile pane (select it in the step list).")
+            return None
         if action == "save_profile":
             return None if pane == "profile" else "w saves the profile from the Profile pane: select it first."
         return None
@@ -614,6 +625,34 @@ class SpecdecApp(App[int]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    # -- a fix that is a setting ---------------------------------------------------------------------------------
+    def setting_fix(self) -> ev.Diagnosis | None:
+        """The failed step's diagnosis whose fix is a setting on the Profile pane (Diagnosis.setting), if any."""
+        f = self.failed_step
+        if not f or f not in self.plan.run_steps:
+            return None
+        from screens.profile import KNOBS
+        knobs = {f"{s}.{k}" for s, k, _l, _t in KNOBS}
+        return next((d for d in self.pane(f).problem_diagnoses if d.setting in knobs), None)
+
+    @staticmethod
+    def _setting_label(setting: str) -> str:
+        from screens.profile import KNOBS
+        return next((label for s, k, label, _t in KNOBS if f"{s}.{k}" == setting), setting)
+
+    def _setting_value(self, setting: str) -> Any:
+        prof = self.engine.profile if self.engine is not None else self.profile
+        section, _, key = setting.partition(".")
+        return (prof.data.get(section) or {}).get(key) if prof is not None else None
+
+    def action_edit_setting(self) -> None:
+        """After a failure whose fix is a setting: show the Profile pane with that field focused."""
+        fix = self.setting_fix()
+        if fix is None:
+            return
+        self.show_step("profile")
+        self.query_one(ProfilePane).focus_setting(fix.setting)
 
     def _env_facts(self) -> dict[str, Any]:
         """What the environment step found: its stored facts once it passed, else its failed attempt's own
@@ -743,6 +782,7 @@ class SpecdecApp(App[int]):
     def action_next(self) -> None:
         if self.busy or self._quitting:
             return
+        self._unattended = False
         if self.cursor == "profile":
             if self._ensure_engine():
                 self._start_worker("open", then_show=self.cursor)
@@ -754,6 +794,7 @@ class SpecdecApp(App[int]):
     def action_run_all(self) -> None:
         if self.busy or self._quitting:
             return
+        self._unattended = True
         if self.cursor == "profile" and not self._ensure_engine():
             return
         self._start_worker("all")
@@ -766,6 +807,15 @@ class SpecdecApp(App[int]):
             return
         fixed: Profile | None = None
         pane = self.query_one(ProfilePane)
+        fix = self.setting_fix()
+        if fix is not None and not pane.retry_edits():
+            # The fix is a setting and nothing changed: the same step would fail the same way. Say so.
+            label, now = self._setting_label(fix.setting), self._setting_value(fix.setting)
+            to = f" (to {fix.suggest} or higher)" if fix.suggest else ""
+            self.notify(f"{label} is still {now}; the fix is to change it{to}: press p to open the setting on the "
+                        "Profile pane, then r retries with it.", title="r: nothing changed", severity="warning",
+                        timeout=10)
+            return
         if pane.retry_edits():
             try:
                 fixed = pane.current_profile()
@@ -804,11 +854,13 @@ class SpecdecApp(App[int]):
                 sid = self.failed_step
                 if sid is not None:
                     self._set_busy(sid)
-                    await engine.retry(sid, profile)
+                    res = await engine.retry(sid, profile)
                     if profile is not None:
                         self.profile = engine.profile
                         self.query_one(ProfilePane).accept_retry(engine.profile)
-            elif mode == "next":
+                    if self._unattended and res.status.settled and engine.failed_step is None:
+                        mode = "all"  # started with "run everything": the fixed step passed, so go on to the end
+            if mode == "next":
                 sid = engine.next_step()
                 if sid is not None:
                     self._set_busy(sid)

@@ -269,7 +269,8 @@ def _launch_events(run: ClosedRun, sid: str) -> list[ev.Event]:
             rep = ph.get("reported_s")
             detail = f"log reports {rep:.1f}s" if isinstance(rep, (int, float)) else ""
             out.append(ev.Phase(sid, ph["phase"], "started", 0.0, "", ts=0.0))
-            out.append(ev.Phase(sid, ph["phase"], "finished", float(secs), detail, ts=0.0))
+            out.append(ev.Phase(sid, ph["phase"], "failed" if ph.get("failed") else "finished", float(secs or 0.0),
+                                detail, ts=0.0))
     try:
         cmd = (run.path / f"{sid}.command.sh").read_text(encoding="utf-8")
         text = "\n".join(ln for ln in cmd.splitlines() if not ln.startswith("#!")).strip()
@@ -367,7 +368,7 @@ def show_closed_run(app: Any, run: ClosedRun) -> None:
             continue
         diag = ev.Diagnosis(str(d.get("step") or ""), str(d["id"]), d.get("severity") or "info",
                             str(d.get("title") or d["id"]), tuple(str(x) for x in d.get("evidence") or ()),
-                            str(d.get("remedy") or ""))
+                            str(d.get("remedy") or ""), str(d.get("setting") or ""), str(d.get("suggest") or ""))
         app.results_pane.add_diagnosis(diag)
         if diag.step in plan.run_steps and diag.step != "results":
             app.pane(diag.step).note_problem(diag)

@@ -150,6 +150,9 @@ class HeadlessRenderer:
         elif isinstance(e, ev.Phase):
             if e.status == "started":
                 self._phase_started(e)
+            elif e.status == "failed":
+                self._phase_stop()
+                c.print(f"  [red]✗[/] {escape(e.phase):<10} {e.elapsed_s:8.1f}s  [red]failed here[/]" + (f"  [dim]{escape(e.detail)}[/]" if e.detail else ""))
             else:
                 self._phase_stop()
                 c.print(f"  [cyan]▸[/] {escape(e.phase):<10} {e.elapsed_s:8.1f}s  [dim]{escape(e.detail)}[/]")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 KEY_TABLE: tuple[tuple[str, str], ...] = (
     ("`n`", "next: run the next step (on Profile: accept the profile and open the run)"),
-    ("`a`", "run all remaining steps unattended (stops at a failure)"),
+    ("`a`", "run all remaining steps unattended (stops at a failure; once its retry passes, goes on)"),
     ("`r`", "retry the failed step, with the settings edited on the Profile pane"),
+    ("`p`", "after a failure whose fix is a setting: open that field on the Profile pane"),
     ("`s`", "stop the running server"),
     ("`e`", "export report.md, report.json, summary.csv (an interim report while the run is open)"),
     ("`l` / `f` / `v` / `/`", "server steps: focus the log / follow on-off / raw or collapsed (×N) / filter"),
@@ -21,7 +22,7 @@ KEY_TABLE: tuple[tuple[str, str], ...] = (
 
 # Every binding of the main screen, by key, and where KEY_TABLE documents it.
 DOCUMENTED_KEYS = {
-    "n": "`n`", "a": "`a`", "r": "`r`", "s": "`s`", "e": "`e`", "l": "`l` / `f` / `v` / `/`",
+    "n": "`n`", "a": "`a`", "r": "`r`", "p": "`p`", "s": "`s`", "e": "`e`", "l": "`l` / `f` / `v` / `/`",
     "f": "`l` / `f` / `v` / `/`", "v": "`l` / `f` / `v` / `/`", "slash": "`l` / `f` / `v` / `/`", "c": "`c`",
     "w": "`w`", "left_square_bracket": "`[` / `]`", "right_square_bracket": "`[` / `]`", "escape": "`esc`", "question_mark": "`?` / `ctrl+p` / `ctrl+q`",
     "ctrl+q": "`?` / `ctrl+p` / `ctrl+q`",

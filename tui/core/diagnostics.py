@@ -7,11 +7,13 @@ the log pipeline; number rules (acceptance, throughput, agreement, failures) are
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .events import Diagnosis, Severity
+from .logparse import evidence_rank, rank_evidence
 
 
 @dataclass(frozen=True)
@@ -166,28 +168,42 @@ DECISIVE_WORDS = ("error", "failed", "fail", "exception", "out of memory", "oom"
                   "timed out", "timeout", "not found", "mismatch", "busy", "cannot", "denied", "no such")
 
 
+LOG_EVIDENCE_LINES = 4  # log lines a log-signature diagnosis quotes (the panes show the first ones at 80x24)
+
+
 def decisive_first(evidence: Iterable[str], words: tuple[str, ...] = DECISIVE_WORDS) -> list[str]:
     """Evidence with the lines that carry the failure first (the panes show the first lines); blank lines
     dropped."""
     ev = [str(x).strip() for x in evidence if x and str(x).strip()]
     hot = [x for x in ev if any(w in x.lower() for w in words)]
-    return hot + [x for x in ev if x not in hot]
+    ordered = hot + [x for x in ev if x not in hot]
+    # compiler codes, runtime errors and exception lines before the hot words; banners and wrappers last
+    return sorted(ordered, key=lambda x: min(evidence_rank(x), 2) if evidence_rank(x) < 4 else 4)
+
+
+_SUGGEST_TP = re.compile(r"tensor_parallel_size = (\d+)")
 
 
 def hbm(step: str, evidence: Iterable[str], tp: int, model: str = "", remedy: str = "") -> Diagnosis:
     """The HBM allocation failure. `remedy`: a fact-based one (the env step's HBM fit check) when known."""
     ev = decisive_first(evidence, ("failed to allocate", "out of memory", "per core >"))
+    suggest = max(16, tp * 2) if tp < 16 else tp * 2
+    m = _SUGGEST_TP.search(remedy) if remedy else None
+    if m:
+        suggest = int(m.group(1))
     d = make("hbm-allocation-failure", step, ev, tp=tp, fix_key="server.tensor_parallel_size",
-             model=model or "The model", suggest=max(16, tp * 2) if tp < 16 else tp * 2)
+             model=model or "The model", suggest=suggest)
     if remedy:
         return Diagnosis(d.step, d.id, d.severity, d.title, d.evidence,
-                         remedy.rstrip(".") + "; make sure no other process holds the NeuronCores.")
+                         remedy.rstrip(".") + "; make sure no other process holds the NeuronCores.",
+                         setting="server.tensor_parallel_size", suggest=str(suggest))
     if tp >= 16:
         remedy = (f"{model or 'The model'} does not fit in device memory at tensor-parallel-size {tp}: lower "
                   "server.max_model_len or the bucket sizes, check that no other process holds NeuronCores, or raise "
                   f"server.tensor_parallel_size to {tp * 2} if the instance has the cores.")
         d = Diagnosis(d.step, d.id, d.severity, d.title, d.evidence, remedy)
-    return d
+        return d  # several fixes, not one setting
+    return dataclasses.replace(d, setting="server.tensor_parallel_size", suggest=str(suggest))
 
 
 def compile_failed(step: str, evidence: Iterable[str], cache_key: str | None, cache_dir: str | None) -> Diagnosis:
@@ -223,18 +239,20 @@ def from_log_signatures(step: str, signatures: list[tuple[str, str, list[str]]],
             continue
         if kind in ("engine-failed", "engine-dead") or kind not in CATALOG:
             continue
+        # the decisive lines first (an NCC code, an NRT error, the exception), banners and wrappers last
+        ev = rank_evidence(list(context) + [line], limit=LOG_EVIDENCE_LINES) or [line]
         if kind == "hbm-allocation-failure":
-            out.append(hbm(step, list(context) + [line], tp, model=(serve.target if serve else "")))
+            out.append(hbm(step, ev, tp, model=(serve.target if serve else "")))
         elif kind == "compile-failed":
-            out.append(compile_failed(step, list(context) + [line], serve.cache_key if serve else None,
+            out.append(compile_failed(step, ev, serve.cache_key if serve else None,
                                       serve.cache_dir if serve else None))
         elif kind == "engine-startup-timeout":
-            out.append(startup_timeout(step, list(context) + [line], serve.target if serve else "",
+            out.append(startup_timeout(step, ev, serve.target if serve else "",
                                        serve.startup_timeout_s if serve else None))
         elif kind == "port-in-use":
             out.append(make(kind, step, [line], host=host, port=port))
         else:
-            out.append(make(kind, step, list(context) + [line]))
+            out.append(make(kind, step, ev))
     if not out:
         if any(k in ("engine-failed", "engine-dead") for k, _, _ in signatures):
             out.append(make("engine-failed", step, [root_cause] if root_cause else last_lines[-5:]))
@@ -247,8 +265,26 @@ def from_log_signatures(step: str, signatures: list[tuple[str, str, list[str]]],
 # Number rules (pure functions; tested with evidence that triggers and evidence that must not)
 # -------------------------------------------------------------------------------------------------
 
+def _pair_checked_remedy(pair: dict[str, Any]) -> str:
+    """acceptance-near-zero when the checkpoints step already showed the pair matches on paper (the draft's
+    verifier is this target): point past the verifier, at what that check cannot see."""
+    target = pair.get("target") or "the target"
+    rev = f" (the run used commit {pair['target_commit'][:12]})" if pair.get("target_commit") else ""
+    vocab = pair.get("vocab_mapping") or ""
+    d2t = ("; the draft vocabulary's d2t mapping to target ids (not read by the checkpoints step: a d2t from another "
+           "tokenizer or revision sends every draft token to a wrong id)" if "d2t" in vocab else "")
+    return (f"The checkpoints step showed the draft was trained against {target} and that its hidden size, "
+            f"vocabulary and aux layers fit: the verifier is not the cause. Check what it cannot see: the target "
+            f"revision the draft was trained on versus the one served{rev}{d2t}; the target's numerics (dtype, "
+            "quantization, hf_overrides: compare its greedy output with a known reference, as the tutorial says); "
+            "and the prompts (EAGLE3 drafts are usually trained on chat-templated conversations: a chat workload "
+            "through /v1/chat/completions shows whether acceptance recovers).")
+
+
 def acceptance_rules(step: str, acceptance_rate: float | None, acceptance_length: float | None,
-                     per_position: list[float] | None = None) -> list[Diagnosis]:
+                     per_position: list[float] | None = None, pair: dict[str, Any] | None = None) -> list[Diagnosis]:
+    """`pair`: what the checkpoints step established about the draft/target pair (checkpoint_pair()); when it
+    showed the verifier matches, the near-zero remedy points elsewhere instead of at the verifier."""
     if acceptance_rate is None:
         return []
     ev = [f"acceptance rate {acceptance_rate:.2f}%"]
@@ -257,6 +293,10 @@ def acceptance_rules(step: str, acceptance_rate: float | None, acceptance_length
     if per_position:
         ev.append("per-position acceptance " + ", ".join(f"{p:.1f}%" for p in per_position))
     if acceptance_rate < 5.0:
+        if pair and pair.get("verifier_matches"):
+            ev.append(f"checkpoints step: the draft's verifier is {pair.get('target') or 'the target'}; "
+                      "hidden size, vocab size and aux layers pass")
+            return [_custom("acceptance-near-zero", step, ev, _pair_checked_remedy(pair))]
         return [make("acceptance-near-zero", step, ev)]
     if acceptance_rate < 30.0:
         return [make("acceptance-low", step, ev)]
@@ -355,6 +395,28 @@ def bf16_rule(step: str, target: str, hf_overrides: dict[str, Any], quantization
     return [make("bf16-checkpoint-not-needed", step, ev)] if ev else []
 
 
+def checkpoint_pair(checkpoints: dict[str, Any] | None) -> dict[str, Any]:
+    """What the checkpoints step's result (ctx.shared["checkpoints"]) established about the pair, for
+    acceptance_rules: verifier_matches (the draft's verifier, hidden size, vocab size and aux layers all passed),
+    target, target_commit, vocab_mapping. Empty when the step did not run or recorded no checks."""
+    c = checkpoints or {}
+    checks = c.get("checks") or {}
+    if not isinstance(checks, dict) or not checks:
+        return {}
+    target = c.get("target") if isinstance(c.get("target"), dict) else {}
+    draft = c.get("draft") if isinstance(c.get("draft"), dict) else {}
+    must = ("draft verifier", "hidden size", "vocab size")
+    ok = all(checks.get(k) == "pass" for k in must) and checks.get("aux layers", "pass") == "pass" \
+        and checks.get("draft type", "pass") == "pass"
+    cfg = draft.get("config") if isinstance(draft.get("config"), dict) else {}
+    vocab = ""
+    if checks.get("vocab mapping"):
+        dv = cfg.get("draft_vocab_size")
+        vocab = f"d2t ({dv})" if dv else "d2t"
+    return {"verifier_matches": ok, "target": target.get("name") or "", "vocab_mapping": vocab,
+            "target_commit": str(target.get("commit") or target.get("sha") or "")}
+
+
 # Env-step facts that map to a diagnosis: fact name → (statuses that trigger, diagnosis id).
 ENV_FACT_DIAGNOSES: dict[str, tuple[tuple[str, ...], str]] = {
     "Neuron SDK": (("fail",), "sdk-too-old"),
@@ -384,6 +446,11 @@ def from_env_facts(step: str, facts: Iterable[Any], host: str = "", port: int = 
             if not f.value.endswith(" in use"):  # the name does not resolve / not a local address: the fact says so
                 continue
             out.append(make(diag_id, step, ev, host=host, port=port))
+        elif diag_id == "neuron-cores-busy" and f.detail.startswith("held: ") and f.remedy:
+            # name the holder neuron-ls listed (its pid and command), not "a process"
+            fix = f.remedy[:1].upper() + f.remedy[1:]
+            out.append(_custom(diag_id, step, ev, f"Held by {f.detail[len('held: '):]}. {fix.rstrip('.')} "
+                                                  "(`neuron-ls` lists the holders with their pids)."))
         else:
             out.append(make(diag_id, step, ev))
     return out

@@ -143,10 +143,11 @@ class LogRanks(Event):
 
 @dataclass(frozen=True)
 class Phase(Event):
-    """A startup phase changed. status: started | finished. elapsed_s is the phase's own duration."""
+    """A startup phase changed. status: started | finished | failed (the server exited, or timed out, during
+    this phase). elapsed_s is the phase's own duration."""
 
     phase: str
-    status: Literal["started", "finished"]
+    status: Literal["started", "finished", "failed"]
     elapsed_s: float = 0.0
     detail: str = ""
     ts: float = field(default_factory=_now)
@@ -165,6 +166,10 @@ class Diagnosis(Event):
     title: str
     evidence: tuple[str, ...]
     remedy: str
+    # The fix is this setting (a dotted profile key, e.g. "server.tensor_parallel_size"), changed to `suggest`
+    # when known: a front end names its own way to change it; "" when the fix is not a setting.
+    setting: str = ""
+    suggest: str = ""
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,8 @@ __all__ = [
     "clean_line",
     "classify_error",
     "root_cause",
+    "evidence_rank",
+    "rank_evidence",
 ]
 
 PHASES: tuple[str, ...] = (
@@ -259,7 +261,9 @@ _LHEAD_match = re.compile(
 # `2025-05-15 20:58:33.000123:  41207  INFO `, NRT `2025-May-15 20:58:33.897479 224822:224822 ERROR  MOD:fn   `
 _DHEAD_match = re.compile(
     r"\d{4}-(?:\d\d-\d\d \d\d:\d\d:\d\d(?:,\d+ - ([A-Z]+) - [\w.\-]+:\d+ - |\.\d+: +\d+ +([A-Z]+) +)"
-    r"|[A-Z][a-z]{2}-\d\d \d\d:\d\d:\d\d\.\d+ +\d+:\d+ +([A-Z]+) +(\S+) *)"
+    r"|[A-Z][a-z]{2}-\d\d \d\d:\d\d:\d\d\.\d+ +\d+:\d+ +([A-Z]+) +(\S+) *"
+    # neuronx-cc `2026-05-17T10:00:00Z ERROR 42759 [neuronxcc.driver.CommandDriver]: `
+    r"|\d\d-\d\dT\d\d:\d\d:\d\dZ ([A-Z]+) \d+ \[([^\]]+)\]: ?)"
 ).match
 _TP_RANK = re.compile(r"(?:TP|rank)_?(\d+)")
 _NUM_sub = re.compile(r"\d+").sub
@@ -313,7 +317,7 @@ def _header(s: str, k: int) -> tuple[int, str | None, str | None]:
         m = _DHEAD_match(s, k)
         if m is not None:
             g = m.groups()
-            return m.end(), g[0] or g[1] or g[2], g[3]
+            return m.end(), g[0] or g[1] or g[2] or g[4], g[3] or g[5]
     elif "A" <= c <= "Z":
         m = _LHEAD_match(s, k)
         if m is not None:
@@ -620,13 +624,74 @@ def _root_cause_clean(msgs: list[str], max_scan: int = 400, run_gap: int = 50) -
             continue
         kind = classify_error(s)
         if kind is not None and kind not in _GENERIC_KINDS:
-            if found is None or kind == found_kind:
+            if found is None:
                 found, found_kind, found_at = s, kind, i
+            elif kind == found_kind:
+                # the earliest of the run, unless a later copy carries more (an NCC code over a banner)
+                if evidence_rank(s) <= evidence_rank(found):
+                    found = s
+                found_at = i
             continue
         if found is None and fallback is None and not m[:1].isspace() and _EXC.match(s) \
                 and not s.startswith("Traceback"):
             fallback = s
     return found if found is not None else fallback
+
+
+# -------------------------------------------------------------------------------------- evidence rank
+
+_NCC_CODE = re.compile(r"\bNCC_[A-Z]{2,6}\d{2,4}\b")
+_NRT_ERR = re.compile(r"\bNRT(?:_[A-Z_]+|:\w+)|\bnrt_\w+ status=|\bTDRV:|Failed to allocate .*? on ND ?\d"
+                      r"|(?:Logical )?Neuron ?Core\(s\) not available|Neuron runtime cannot be initialized"
+                      r"|Runtime could not be initialized")
+# Lines that announce a failure without saying what failed: banners' text, wrappers, traceback headers.
+_BOILERPLATE: tuple[str, ...] = (
+    "An Internal Compiler Error has occurred", "Please contact Neuron support", "Traceback (most recent call",
+    "please check the stack trace above", "Check the stack trace", "Internal details:", "Version information:",
+)
+
+
+def evidence_rank(msg: str) -> int:
+    """How decisive one clean log message is as evidence of a failure, lower first:
+    0 a compiler error code (`[NCC_…]`) or a Neuron runtime (NRT) error; 1 a Python exception line
+    (`SomeError: …`, `FATAL: …`) that names a cause; 2 another line of a known error signature or with an
+    error word; 3 any other line; 4 boilerplate (the "An Internal Compiler Error has occurred" banner text,
+    the engine's generic wrappers, traceback headers); 9 a line without a letter or digit (a banner of
+    asterisks): never evidence."""
+    s = msg.strip()
+    if not s or not any(c.isalnum() for c in s):
+        return 9
+    if _NCC_CODE.search(s) or _NRT_ERR.search(s):
+        return 0
+    if _is_wrapper(s) or any(b in s for b in _BOILERPLATE):
+        return 4
+    if _EXC.match(s) is not None or s.startswith("FATAL"):
+        return 1
+    kind = classify_error(s)
+    if kind is not None and kind not in _GENERIC_KINDS:
+        return 2
+    low = s.lower()
+    if "error" in low or "failed" in low or "exception" in low:
+        return 2
+    return 3
+
+
+def rank_evidence(lines: Iterable[str], limit: int | None = None) -> list[str]:
+    """Log lines as evidence: the decisive ones first (evidence_rank; ties keep the log's order), banners
+    dropped, duplicates dropped, at most `limit` lines."""
+    seen: set[str] = set()
+    keyed: list[tuple[int, int, str]] = []
+    for i, x in enumerate(lines):
+        s = str(x).strip() if x is not None else ""
+        if not s or s in seen:
+            continue
+        seen.add(s)
+        r = evidence_rank(s)
+        if r < 9:
+            keyed.append((r, i, s))
+    keyed.sort()
+    out = [s for _, _, s in keyed]
+    return out if limit is None else out[:limit]
 
 
 def root_cause(lines: Iterable[str], max_scan: int = 400, run_gap: int = 50) -> str | None:
@@ -800,7 +865,7 @@ class LogPipeline:
                 m = _DHEAD_match(raw, k)
                 if m is not None:
                     g = m.groups()
-                    level = g[0] or g[1] or g[2]
+                    level = g[0] or g[1] or g[2] or g[4]
                     k = m.end()
             elif "A" <= c <= "Z":
                 m = _LHEAD_match(raw, k)

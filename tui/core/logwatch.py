@@ -10,6 +10,9 @@ from . import logparse as lp
 from .events import CleanLog, CompileCache, LogLine, LogRanks, Phase, Sink
 
 
+SAME_KIND_LINES = 6  # later lines of an error kind kept as evidence candidates
+
+
 class ServeLogWatcher:
     """Feed with on_line(raw, ts); emits LogLine (raw), CleanLog/LogRanks (rank-collapsed view), Phase and
     CompileCache events; remembers error signatures, timings and readiness for the server step.
@@ -27,7 +30,9 @@ class ServeLogWatcher:
         self.current_phase: str | None = None
         self.aux_layers_line: str | None = None  # the EAGLE3 aux hidden-state layers vLLM says it uses
         self.last_cache_miss: str | None = None  # the compile-cache key of the graph compiled last
+        self.failed_phase: str | None = None  # the phase the startup failed in (finish(failed=True))
         self._finished = False
+        self._failing = False
 
     @property
     def ready(self) -> bool:
@@ -69,6 +74,15 @@ class ServeLogWatcher:
                 self.ready_event.set()
 
     def _phase_change(self, e: Any) -> None:
+        if e.prev_phase is not None and e.phase is None and self._failing:
+            # the end of the stream of a server that failed: the open phase is where it failed
+            self.failed_phase = e.prev_phase
+            detail = ""
+            if e.prev_phase == "compile":
+                detail = f"cache {self.pipe.cache_hit_count} hit(s), {self.pipe.cache_miss_count} miss(es)"
+            self.emit(Phase(self.step, e.prev_phase, "failed", e.prev_elapsed_s or 0.0, detail, e.ts))
+            self.current_phase = None
+            return
         if e.prev_phase is not None:
             rec = self.pipe.phase_record(e.prev_phase)
             detail = ""
@@ -88,24 +102,31 @@ class ServeLogWatcher:
                 # `ready` is a point in time: close it at once so timelines end cleanly.
                 self.emit(Phase(self.step, "ready", "finished", 0.0, "Application startup complete.", e.ts))
 
-    def finish(self) -> None:
+    def finish(self, failed: bool = False) -> None:
+        """The stream ended: close the open phase. failed: the server exited (or timed out) during startup, so
+        the open phase is marked failed (Phase status "failed"), not finished."""
         if self._finished:
             return
         self._finished = True
+        self._failing = failed
         if self.pipe.phase not in (None, "ready"):
             for e in self.pipe.close(time.time()):
                 if type(e) is lp.PhaseChange:
                     self._phase_change(e)
 
     def error_signatures(self) -> list[tuple[str, str, list[str]]]:
-        seen: set[str] = set()
-        out = []
+        """(kind, line, context) per error kind, in order of first appearance: the first line of the kind, the
+        three lines before it, then the kind's later lines (up to SAME_KIND_LINES; the decisive line of a
+        failure often follows its banner, e.g. neuronx-cc's `[NCC_…]` line after "An Internal Compiler Error
+        has occurred")."""
+        first: dict[str, tuple[str, str, list[str]]] = {}
         for e in self.pipe.errors:
-            if e.kind in seen:
-                continue
-            seen.add(e.kind)
-            out.append((e.kind, e.line, list(e.context[-3:])))
-        return out
+            got = first.get(e.kind)
+            if got is None:
+                first[e.kind] = (e.kind, e.line, list(e.context[-3:]))
+            elif len(got[2]) < 3 + SAME_KIND_LINES and e.line != got[1] and e.line not in got[2]:
+                got[2].append(e.line)
+        return list(first.values())
 
     def root_cause(self) -> str | None:
         return self.pipe.root_cause()
@@ -118,6 +139,8 @@ class ServeLogWatcher:
         for rec in self.pipe.phases:
             phases.append({"phase": rec.name, "seconds": None if rec.elapsed_s is None else round(rec.elapsed_s, 3),
                            "reported_s": rec.reported_s})
+            if rec.name == self.failed_phase:
+                phases[-1]["failed"] = True
         return {
             "phases": phases,
             "cache_hits": self.pipe.cache_hit_count,

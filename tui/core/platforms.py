@@ -231,25 +231,30 @@ def neuron_ls_facts(rec: FactRecorder, nls: dict[str, Any], parsed: NeuronLs | N
         rec.add("logical cores", str(parsed.logical_cores), "pass",
                 f"TP{tp} uses cores {ranges(needed)} on device(s) {ranges(d.index for d in devs)}")
 
-    holders: list[str] = []
-    first_pid: int | None = None
-    others: list[str] = []
+    # one entry per holding process (a TP16 server is listed under each of its devices): pid, command, where
+    held: dict[Any, tuple[str, list[int], list[int]]] = {}
+    outside: dict[Any, tuple[str, list[int], list[int]]] = {}
     for d in parsed.devices:
         for p in d.processes:
             cmd = p.command or process_command(p.pid) or "(command not reported)"
-            text = f"pid {p.pid if p.pid is not None else '?'} `{cmd}` on device {d.index} (cores {ranges(d.core_ids)})"
-            if d in devs:
-                holders.append(text)
-                if first_pid is None and p.pid is not None:
-                    first_pid = p.pid
-            else:
-                others.append(text)
+            entry = (held if d in devs else outside).setdefault(p.pid, (cmd, [], []))
+            entry[1].append(d.index)
+            entry[2].extend(d.core_ids)
+
+    def _say(pid: Any, cmd: str, devices: list[int], cores: list[int]) -> str:
+        where = (f"device {devices[0]}" if len(devices) == 1 else f"devices {ranges(devices)}")
+        return f"pid {pid if pid is not None else '?'} `{cmd}` on {where} (cores {ranges(cores)})"
+
+    holders = [_say(pid, *v) for pid, v in held.items()]
+    others = [_say(pid, *v) for pid, v in outside.items() if pid not in held]
     if holders:
-        kill = f"`kill {first_pid}`" if first_pid is not None else "`kill <pid>`"
-        n = len({p.pid for d in devs for p in d.processes}) or len(holders)
+        pids = [pid for pid in held if pid is not None]
+        kill = f"`kill {' '.join(str(p) for p in pids)}`" if pids else "`kill <pid>`"
+        n = len(held)
         rec.add("Neuron cores free", f"busy ({n} process{'es' if n > 1 else ''})", "fail",
                 "held: " + "; ".join(holders),
-                f"stop that process, e.g. {kill} (TP{tp} needs cores {ranges(needed)})")
+                f"stop {'that process' if n == 1 else 'those processes'}, e.g. {kill} (TP{tp} needs cores "
+                f"{ranges(needed)}), then retry")
     else:
         detail = f"cores {ranges(needed)} are free"
         if others:

@@ -207,7 +207,7 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
                              {a.id: (state_steps.get(a.id) or {}).get("status") or "not run" for a in arms})
     diags = [
         {"id": d.id, "severity": d.severity, "title": d.title, "evidence": list(d.evidence), "remedy": d.remedy,
-         "step": d.step}
+         "step": d.step, **({"setting": d.setting, "suggest": d.suggest} if d.setting else {})}
         for d in ctx.diagnoses
     ]
     order = {"error": 0, "warning": 1, "info": 2}

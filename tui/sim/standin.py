@@ -15,8 +15,10 @@ its stdin/parent goes away, removing what it laid out when it exits:
   SDK the simulated vLLM belongs to, listing under each device the live processes that hold its cores: the
   simulated servers' claims in <sysroot>/var/run/neuron-cores (tui/sim/cores.py: each simulated engine claims
   the cores of its NEURON_VISIBLE_DEVICES, default 0..TP-1, and an overlapping second server fails with the
-  runtime's busy-cores error); with [simulation] fault = "cores-busy" the stand-in itself holds cores 0-15
-  (devices 0-3), as another process would;
+  runtime's busy-cores error); with [simulation] fault = "cores-busy" a separate holder process that looks
+  like a `vllm serve` (`<python> <dir>/holder/vllm serve openai/gpt-oss-120b --tensor-parallel-size 16`)
+  holds cores 0-15 (devices 0-3): killing it, as the remedy says, frees them and leaves the stand-in running;
+  the stand-in stops it when it exits, and it exits by itself when the stand-in is gone;
 - a site directory (prepended to PYTHONPATH) with stub distributions `vllm` (version = [simulation]
   vllm_version), `vllm_neuron` (version mapped from it as Neuron's SDK table does, with the
   `vllm.platform_plugins` entry point), `transformers` (AutoTokenizer backed by tui/sim/tokens.py) and, where
@@ -34,6 +36,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -380,17 +383,66 @@ def _load_simulation(path: str) -> dict[str, Any]:
     return dict(sim)
 
 
+HOLDER_SCRIPT = '''"""Another process holding NeuronCores on specdec-tui's stand-in trn2.48xlarge (fault cores-busy): it looks
+like a `vllm serve` to ps and neuron-ls, serves nothing, and exits on SIGTERM/SIGINT or when its parent (the
+stand-in) is gone."""
+import os
+import signal
+import sys
+import time
+
+parent = os.getppid()
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+signal.signal(signal.SIGINT, lambda *a: sys.exit(0))
+while os.getppid() == parent:
+    time.sleep(0.25)
+'''
+HOLDER_ARGS = ("serve", "openai/gpt-oss-120b", "--tensor-parallel-size", "16")
+HOLDER_CORES = range(0, 4 * CORES_PER_DEVICE)  # devices 0-3
+
+
+def start_holder(base: Path) -> "subprocess.Popen[bytes]":
+    """Start the cores-busy fault's holder: a separate process whose command line reads like a `vllm serve`
+    (`<python> <base>/holder/vllm serve …`). The caller claims the cores for its pid (build) and stops it."""
+    d = base / "holder"
+    d.mkdir(parents=True, exist_ok=True)
+    script = d / "vllm"
+    script.write_text(HOLDER_SCRIPT)
+    return subprocess.Popen([sys.executable, str(script), *HOLDER_ARGS], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True)
+
+
+def stop_holder(proc: "subprocess.Popen[bytes] | None") -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ""
+    return " ".join(x.decode(errors="replace") for x in raw.split(b"\0") if x)
+
+
 def build(base: Path, sim: dict[str, Any], environ: dict[str, str], hub_url: str | None,
           holder_pid: int | None = None) -> dict[str, Any]:
-    """Lay the platform out under `base`; return the JSON message (env, unset, placeholders, notice)."""
+    """Lay the platform out under `base`; return the JSON message (env, unset, placeholders, notice).
+    holder_pid: the cores-busy fault's holder (start_holder); None: the caller itself holds the cores."""
     vllm_version = str(sim.get("vllm_version", "0.24.0"))
     plugin, sdk = plugin_for_vllm(vllm_version)
     root, bindir, site, hf_home = base / "root", base / "bin", base / "site", base / "hf-home"
     build_sysroot(root)
     if sim.get("fault") == "cores-busy":  # another process holds devices 0-3 (cores 0-15) while we run
-        claim(claims_dir(root), range(0, 4 * CORES_PER_DEVICE), pid=holder_pid or os.getpid(),
-              command="python3 -m vllm.entrypoints.openai.api_server --model openai/gpt-oss-120b "
-                      "--tensor-parallel-size 16")
+        pid = holder_pid or os.getpid()
+        claim(claims_dir(root), HOLDER_CORES, pid=pid,
+              command=_cmdline(pid) if holder_pid else "vllm " + " ".join(HOLDER_ARGS))
     build_bin(bindir, neuron_ls_devices(sdk), claims_dir(root))
     build_site(site, vllm_version, plugin)
     env: dict[str, str] = {
@@ -424,12 +476,16 @@ def main(argv: list[str] | None = None) -> int:
     own = not args.dir
     base = Path(tempfile.mkdtemp(prefix="specdec-standin-")) if own else Path(args.dir)
     handle = None
+    holder = None
     try:
         if sim.get("hub", True):
             from .hub import start_hub
 
             handle = start_hub(host="127.0.0.1", port=0)
-        msg = build(base, sim, dict(os.environ), handle.url if handle else None)
+        if sim.get("fault") == "cores-busy":
+            holder = start_holder(base)
+        msg = build(base, sim, dict(os.environ), handle.url if handle else None,
+                    holder_pid=holder.pid if holder else None)
         sys.stdout.write(json.dumps(msg) + "\n")
         sys.stdout.flush()
         stop = threading.Event()
@@ -444,6 +500,7 @@ def main(argv: list[str] | None = None) -> int:
             if os.getppid() != parent:  # orphaned: the engine is gone
                 break
     finally:
+        stop_holder(holder)
         if handle is not None:
             handle.stop()
         if own:
@@ -451,4 +508,4 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["build", "main", "neuron_ls_devices", "plugin_for_vllm"]
+__all__ = ["build", "main", "neuron_ls_devices", "plugin_for_vllm", "start_holder", "stop_holder"]

@@ -50,10 +50,11 @@ class PhaseTimeline(Static):
             else:
                 rec.update(status="running", t0=time.monotonic())
         else:
+            done = "failed" if status == "failed" else "done"
             if rec is None:
-                rec = {"name": name, "status": "done", "elapsed": elapsed, "t0": 0.0, "detail": detail}
+                rec = {"name": name, "status": done, "elapsed": elapsed, "t0": 0.0, "detail": detail}
                 self.phases.append(rec)
-            rec.update(status="done", elapsed=elapsed, detail=detail or rec.get("detail", ""))
+            rec.update(status=done, elapsed=elapsed, detail=detail or rec.get("detail", ""))
         self._render_text()
 
     def cache(self, hit: bool) -> None:
@@ -95,6 +96,10 @@ class PhaseTimeline(Static):
                 t.append(f"{icon} {p['name']}", style="bold reverse")
                 if el is not None:
                     t.append(f" {fmt_secs(el)}", style="bold")
+            elif p["status"] == "failed":
+                t.append(f"✗ {p['name']} failed", style=status_style("bold red"))
+                if p["elapsed"] is not None:
+                    t.append(f" {fmt_secs(p['elapsed'])}", style="dim")
             elif p["status"] == "stopped":
                 t.append(f"■ {p['name']}", style=status_style("bold red"))
                 if p["elapsed"] is not None:

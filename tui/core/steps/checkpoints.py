@@ -30,6 +30,7 @@ HF_HUB_ETAG_TIMEOUT), see tui.core.hub. Writes checkpoints.json; tokens never re
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import re
 import shlex
@@ -593,7 +594,7 @@ def _aux_fact(f: _Facts, df: dict[str, Any], ts: dict[str, Any], tf: dict[str, A
 
 # Where each refused setting is changed: the profile key and, where it has one, the Profile pane's field.
 SHAPE_WHERE = {
-    ms.TP_KEY: ' (on the Profile pane: "Tensor parallel (TP)", then r)',
+    ms.TP_KEY: "",  # a Profile pane field: the diagnosis carries it as its setting (the app names the way there)
     ms.DRAFT_TP_KEY: " in the profile",
     ms.LEN_KEY: " in the profile",
     ms.PP_KEY: " in the profile",
@@ -602,9 +603,10 @@ SHAPE_FACTS = {ms.TP_KEY: "TP vs heads", ms.DRAFT_TP_KEY: "draft TP vs heads", m
                ms.PP_KEY: "pipeline stages"}
 
 
-def _shape_facts(f: _Facts, ctx: StepContext, shapes: dict[str, Any]) -> list[str]:
+def _shape_facts(f: _Facts, ctx: StepContext, shapes: dict[str, Any]) -> tuple[list[str], str | None]:
     """What vLLM would refuse at startup for these models (tui/core/modelshape.py): one fact per setting;
-    returns the evidence of the refused ones."""
+    returns the evidence of the refused ones and, when the target's TP is refused with a TP that fits, that
+    TP (the diagnosis's setting suggestion)."""
     srv, sp = ctx.profile.data["server"], ctx.profile.data["speculative"]
     env = ctx.shared.get("env") or {}
     platform = env.get("platform") or profile_platform(ctx.profile)
@@ -621,6 +623,7 @@ def _shape_facts(f: _Facts, ctx: StepContext, shapes: dict[str, Any]) -> list[st
         by_fact.setdefault(name, []).append((key, level, msg))
     t, d = shapes.get("target") or {}, shapes.get("draft") or {}
     evidence: list[str] = []
+    tp_fix: list[str] = []
 
     def heads_text(sh: dict[str, Any]) -> str:
         kv = sh.get("kv_heads")
@@ -639,6 +642,8 @@ def _shape_facts(f: _Facts, ctx: StepContext, shapes: dict[str, Any]) -> list[st
             ok_t = ms.suggest_tp(tp, t.get("heads"), t.get("kv_heads"), limit, at_least) if t else sug
             if sug and ok_t == sug:
                 fix = f"Set {key} to {sug}" + SHAPE_WHERE[key]
+                if level == ms.ERROR:
+                    tp_fix.append(str(sug))
             else:
                 fix = f"Set {ms.DRAFT_TP_KEY} to 1 (the draft runs unsplit){SHAPE_WHERE[ms.DRAFT_TP_KEY]}"
         elif key == ms.DRAFT_TP_KEY:
@@ -671,7 +676,7 @@ def _shape_facts(f: _Facts, ctx: StepContext, shapes: dict[str, Any]) -> list[st
     if pp > 1 and t.get("layers"):
         report(SHAPE_FACTS[ms.PP_KEY], f"PP {pp} over {t['layers']} layers",
                f"{t.get('name')} has {t['layers']} layers: each of the {pp} stages holds at least one")
-    return evidence
+    return evidence, (tp_fix[0] if tp_fix else None)
 
 
 def _quant_facts(f: _Facts, ctx: StepContext, tf: dict[str, Any]) -> None:
@@ -943,11 +948,14 @@ async def run(ctx: StepContext, *, timeout_s: float | None = None) -> StepResult
     shapes = {"target": ms.shape_of(target.config, target_name, "target", realigned)
               if target.config is not None else None,
               "draft": ms.shape_of(draft.config, draft_name, "draft", realigned) if draft.config is not None else None}
-    refused = _shape_facts(f, ctx, shapes)
+    refused, tp_suggest = _shape_facts(f, ctx, shapes)
     if refused:
-        ctx.emit(dg.make("settings-refused-by-vllm", STEP, refused,
-                         advice=" ".join(dict.fromkeys(x.remedy for x in rec.facts if x.status == "fail"
-                                                       and x.name in SHAPE_FACTS.values()))))
+        diag = dg.make("settings-refused-by-vllm", STEP, refused,
+                       advice=" ".join(dict.fromkeys(x.remedy for x in rec.facts if x.status == "fail"
+                                                     and x.name in SHAPE_FACTS.values())))
+        if tp_suggest and len(refused) == 1:  # one fix, and it is a setting the Profile pane edits
+            diag = dataclasses.replace(diag, setting=ms.TP_KEY, suggest=tp_suggest)
+        ctx.emit(diag)
     # Common-issues diagnoses this step can raise before any compile.
     if tf is not None and df is not None and not compatible:
         evidence = [scrub(f"{x.name}: {x.value} — {x.detail}", hs.secrets) for x in rec.facts
@@ -976,8 +984,9 @@ async def run(ctx: StepContext, *, timeout_s: float | None = None) -> StepResult
     }, hs.secrets)
     path = ctx.run.write_json("checkpoints.json", artifact)
     ctx.emit(Artifact(STEP, "checkpoints.json", str(path)))
+    checks = {f["name"]: f["status"] for f in rec.as_json() if f["name"] in COMPAT_FACTS}
     return rec.result(scrub_obj({"target": target_json, "draft": draft_json, "compatible": compatible,
-                                 "model_shape": shapes, "endpoint": hs.endpoint}, hs.secrets))
+                                 "model_shape": shapes, "endpoint": hs.endpoint, "checks": checks}, hs.secrets))
 
 
 __all__ = ["COMPAT_FACTS", "PREPARE_TIMEOUT_S", "run", "verifier_match"]

@@ -58,7 +58,7 @@ async def run_matrix(ctx: StepContext) -> StepResult:
                 continue
             pp = cell.get("per_position") or {}
             for d in dg.acceptance_rules(a.id, cell.get("acceptance_rate"), cell.get("acceptance_length"),
-                                         pp.get("marginal")):
+                                         pp.get("marginal"), pair=dg.checkpoint_pair(ctx.shared.get("checkpoints"))):
                 ctx.emit(d)
             lossless = cell.get("lossless") or {}
             if lossless.get("prompts") and lossless.get("identical_share", 1.0) < 1.0:
@@ -122,7 +122,8 @@ async def run(ctx: StepContext) -> StepResult:
     speedup = comp.get("output_throughput_speedup")
     diags = []
     diags += dg.acceptance_rules("results", e.get("acceptance_rate"), e.get("acceptance_length"),
-                                 e.get("per_position_acceptance"))
+                                 e.get("per_position_acceptance"),
+                                 pair=dg.checkpoint_pair(ctx.shared.get("checkpoints")))
     diags += dg.throughput_rule("results", b, e, k=ctx.profile.data["speculative"]["num_speculative_tokens"])
     for d in diags:
         ctx.emit(d)

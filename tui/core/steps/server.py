@@ -152,7 +152,8 @@ class ServerRun:
                                        return_when=asyncio.FIRST_COMPLETED)
                 if not ready_by and not exited.done():
                     # Timed out.
-                    self.watcher.finish()
+                    self.watcher.finish(failed=True)
+                    self._record_failed_startup()
                     self.facts.add("startup", f"not ready after {timeout:.0f}s", "fail",
                                    f"last phase: {self.watcher.current_phase or 'none'}",
                                    "raise server.startup_timeout_s and VLLM_ENGINE_READY_TIMEOUT_S")
@@ -163,7 +164,8 @@ class ServerRun:
                     return False
                 if exited.done():
                     await self.proc.wait_output_done()
-                    self.watcher.finish()
+                    self.watcher.finish(failed=True)
+                    self._record_failed_startup()
                     rc = exited.result()
                     self._diagnose_exit(rc)
                     return False
@@ -208,6 +210,11 @@ class ServerRun:
         cache = f"compile cache {hits} hit(s), {misses} miss(es)"
         self.facts.add("startup", f"ready in {startup_s:.1f}s", "pass", f"{ready_by}; {cache}")
         return True
+
+    def _record_failed_startup(self) -> None:
+        """A startup that failed keeps its phases (the failed one marked) for the report and `--open`."""
+        self.result_facts["startup"] = {"seconds": None, "failed_phase": self.watcher.failed_phase,
+                                        **self.watcher.summary()}
 
     def _diagnose_exit(self, rc: int) -> None:
         root = self.watcher.root_cause()
