@@ -342,12 +342,14 @@ def test_tp15_is_refused_before_launch_naming_the_head_count(hub, tmp_path):
     assert fact.status == "fail"
     assert "TP 15 does not divide the 64 attention heads of openai/gpt-oss-120b" in fact.detail
     assert "use 1, 2, 4, 8, 16, 32 or 64 (within the 64 logical cores)" in fact.detail
-    assert "server.tensor_parallel_size to 16" in fact.remedy and "Profile pane" in fact.remedy
+    assert "server.tensor_parallel_size to 16" in fact.remedy
     assert run.fact("draft TP vs heads").status == "fail"  # the draft runs at the target's TP: 64 heads too
     (diag,) = [e for e in run.events if isinstance(e, Diagnosis)]
     assert diag.id == "settings-refused-by-vllm" and diag.severity == "error"
     assert any("64 attention heads" in ev for ev in diag.evidence)
     assert diag.remedy.count("server.tensor_parallel_size to 16") == 1
+    # one fix, a setting the Profile pane edits: the app names its field and key from these (screens/base.py)
+    assert (diag.setting, diag.suggest) == ("server.tensor_parallel_size", "16")
     assert_readable(run)
 
 

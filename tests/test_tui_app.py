@@ -132,6 +132,13 @@ def normalized(report: dict) -> dict:
     r["dataset"].pop("path")  # inside each run directory
     r["dataset"].pop("source")  # the stand-in hub's port
     r["commands"] = sorted(r["commands"])  # the text names each run directory
+    # bench commands as run name each run directory: compare which ran (arm, workload, repeat), not the paths
+    r["bench_commands"] = {arm: [(c["workload"], c["repeat"]) for c in cmds]
+                           for arm, cmds in (r.get("bench_commands") or {}).items()}
+    for la in r.get("launches") or []:  # startup seconds are the wall clock
+        for k in list(la):
+            if k not in ("id", "title", "status"):
+                la[k] = type(la[k]).__name__
     for st in r["steps"]:
         st.pop("seconds")
         st["summary"] = re.sub(r"\d+\.\d+x", "<x>", st["summary"])

@@ -953,7 +953,8 @@ async def run(ctx: StepContext, *, timeout_s: float | None = None) -> StepResult
         diag = dg.make("settings-refused-by-vllm", STEP, refused,
                        advice=" ".join(dict.fromkeys(x.remedy for x in rec.facts if x.status == "fail"
                                                      and x.name in SHAPE_FACTS.values())))
-        if tp_suggest and len(refused) == 1:  # one fix, and it is a setting the Profile pane edits
+        tp_names = (SHAPE_FACTS[ms.TP_KEY], SHAPE_FACTS[ms.DRAFT_TP_KEY])
+        if tp_suggest and all(e.split(":", 1)[0] in tp_names for e in refused):  # one fix: the pane's TP field
             diag = dataclasses.replace(diag, setting=ms.TP_KEY, suggest=tp_suggest)
         ctx.emit(diag)
     # Common-issues diagnoses this step can raise before any compile.
