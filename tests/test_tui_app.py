@@ -415,7 +415,10 @@ async def test_fix_in_place_tp8_fails_edit_to_16_retry_and_the_report_is_clean(i
         await wait(app.step_done.wait(), pilot)
         assert app.status[failed] in ("passed", "warned"), app.status
         assert app.engine.profile.data["server"]["tensor_parallel_size"] == 16
-        assert tp.disabled or app.failed_step is not None, app.status  # locked again unless a later step failed
+        later_failed = app.failed_step is not None or any(
+            app.status[s] in ("failed", "unavailable", "interrupted") for s in app.status if s != failed)
+        assert tp.disabled or later_failed, app.status  # locked again unless a later step failed (a simulated
+        # results step can fail on a slow machine: the verdict follows the wall clock, checked below)
         assert "hbm-allocation-failure" not in [d.id for d in app.query_one("#pane-results").diagnoses]
         if not app.closed:
             await pilot.press("a")
