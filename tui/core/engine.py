@@ -16,6 +16,7 @@ import asyncio
 import importlib
 import importlib.util
 import json
+import os
 import time
 import traceback
 from enum import IntEnum
@@ -37,7 +38,7 @@ from .events import (
     StepStatus,
 )
 from .arms import arms_of, fingerprint, is_arm_step, is_tune, run_steps, step_title
-from .profile import Profile
+from .profile import Profile, with_absolute_paths
 from .rundir import (
     RunDir,
     RunDirStateError,
@@ -113,6 +114,10 @@ def parse_steps(spec: str | None, profile: Profile | None = None) -> list[str]:
 class Engine:
     def __init__(self, profile: Profile, run_dir: Path, sink: Sink, steps: list[str] | None = None,
                  verbose: bool = False):
+        # Paths resolved once: the run directory and the profile's paths are absolute from here on, so every
+        # child gets absolute paths whatever its working directory (some run in the run directory).
+        run_dir = Path(os.path.abspath(run_dir))
+        profile = with_absolute_paths(profile)
         self.profile = profile
         self.steps = steps or run_steps(profile)
         self.sink = sink
@@ -583,6 +588,7 @@ class Engine:
     def set_profile(self, profile: Profile) -> None:
         """Use corrected settings from now on (a fix in place before a retry). The report and profile.toml
         describe the profile the run ends with."""
+        profile = with_absolute_paths(profile)
         self.profile = profile
         self.ctx.profile = profile
         self.run.state.update({"profile": profile.name, "profile_source": profile.source})
