@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .profile import Profile
+from .versions import at_least
 
 # Environment defaults the engine adds when the profile does not set them: a cold gpt-oss-120b +
 # EAGLE3 compile exceeds vLLM's 600 s engine-ready budget and the plugin's 600 s compile wait.
@@ -175,18 +176,6 @@ def prepare_argv(profile: Profile, ph: Placeholders | None = None) -> list[str]:
     return [ph.resolve(x) for x in profile.models.prepare]
 
 
-def _version_tuple(v: str | None) -> tuple[int, ...] | None:
-    if not v:
-        return None
-    parts: list[int] = []
-    for p in v.split("+")[0].split("."):
-        digits = "".join(ch for ch in p if ch.isdigit())
-        if digits == "":
-            break
-        parts.append(int(digits))
-    return tuple(parts) if parts else None
-
-
 SONNET_REMOVED_IN = (0, 32)  # `vllm bench serve --dataset-name sonnet` exists only before 0.32
 CUSTOM_JSONL = "sonnet.custom.jsonl"  # the run's sonnet prompts as a custom dataset (vLLM >= 0.32)
 DATASET_MODE_LABELS = {
@@ -198,8 +187,7 @@ DATASET_MODE_LABELS = {
 def dataset_mode(vllm_version: str | None) -> str:
     """"sonnet" where the bench has `--dataset-name sonnet` (< 0.32, and an unknown version: the vLLM that
     Neuron SDK 2.33 pins, 0.29, has it), else "custom-from-sonnet"."""
-    vt = _version_tuple(vllm_version)
-    return "custom-from-sonnet" if vt is not None and vt >= SONNET_REMOVED_IN else "sonnet"
+    return "custom-from-sonnet" if at_least(vllm_version, SONNET_REMOVED_IN) else "sonnet"
 
 
 def sonnet_custom_argv(profile: Profile, python_argv: list[str], tools_dir: str, sonnet_path: str, out_path: str,
@@ -251,8 +239,7 @@ def bench_argv(profile: Profile, result_filename: str, dataset_path: str,
                                          "--save-result",
                                          "--result-filename", result_filename]
     argv += ["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
-    vt = _version_tuple(vllm_version)
-    if vt is None or vt >= (0, 15):
+    if at_least(vllm_version, (0, 15)) is not False:
         argv += ["--temperature", "0"]
     return [ph.resolve(a) for a in argv]
 

@@ -64,6 +64,7 @@ import httpx
 
 from . import commands
 from .profile import Profile
+from .versions import at_least
 
 WORKLOAD_NAMES = ("sonnet", "chat", "own")
 ENDPOINT_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -288,8 +289,8 @@ def probe_inputs(workload: Workload, n: int, sonnet_prompts: list[str] | None = 
 # argv
 
 
-def _skip_chat_template_flag(vt: tuple[int, ...] | None) -> str:
-    if vt is not None and vt < SKIP_CHAT_TEMPLATE_RENAMED_IN:
+def _skip_chat_template_flag(vllm_version: str | None) -> str:
+    if at_least(vllm_version, SKIP_CHAT_TEMPLATE_RENAMED_IN) is False:
         return "--custom-skip-chat-template"
     return "--skip-chat-template"
 
@@ -305,10 +306,9 @@ def bench_dataset_args(workload: Workload | None, profile: Profile, dataset_path
                     str(b.output_len), "--skip-chat-template", "--disable-shuffle"]
         return ["--dataset-name", profile.dataset.name, "--dataset-path", dataset_path,
                 "--sonnet-input-len", str(b.input_len), "--sonnet-output-len", str(b.output_len)]
-    vt = commands._version_tuple(vllm_version)
     args = ["--dataset-name", "custom", "--dataset-path", dataset_path, "--custom-output-len", str(b.output_len),
-            _skip_chat_template_flag(vt)]
-    if vt is None or vt >= DISABLE_SHUFFLE_SINCE:
+            _skip_chat_template_flag(vllm_version)]
+    if at_least(vllm_version, DISABLE_SHUFFLE_SINCE) is not False:
         args.append("--disable-shuffle")
     return args
 
@@ -343,8 +343,7 @@ def serve_flags_for_per_request(vllm_version: str | None, speculative: bool) -> 
     """`--per-request-spec-decode-metrics summary` for a speculative server on vLLM >= 0.29, else [].
     Never on the baseline (vLLM raises ValueError without --speculative-config) and not for an unknown
     version (a vLLM without the flag would refuse to start)."""
-    vt = commands._version_tuple(vllm_version)
-    if not speculative or vt is None or vt < PER_REQUEST_SINCE:
+    if not speculative or not at_least(vllm_version, PER_REQUEST_SINCE):
         return []
     return ["--per-request-spec-decode-metrics", "summary"]
 
