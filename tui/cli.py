@@ -92,10 +92,12 @@ _VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?([.+-]?[0-9A-Za-z.+-]*)?$")
 
 def _show_commands(profile, args: argparse.Namespace) -> int:
     """--show-commands: the commands for the given (--vllm-version), detected or unknown vLLM version."""
-    from .core.commands import Placeholders, show_commands_text
+    from .core.commands import Placeholders
+    from .core.plan import show_commands_text
     from .core.probe import find_server_interpreter, probe_vllm_version, server_launch_env
 
-    run_dir = args.run_dir or "./specdec-runs/<run>"
+    # the run directory as a run would use it (absolute: tui.core.engine resolves it once)
+    run_dir = os.path.abspath(args.run_dir) if args.run_dir else "./specdec-runs/<run>"
     ph = Placeholders(run_dir=run_dir)
     environ = dict(os.environ)
     if args.vllm_version:

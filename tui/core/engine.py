@@ -27,6 +27,7 @@ from . import report as report_mod
 from .commands import Placeholders
 from .events import (
     STEP_IDS,
+    Command,
     Diagnosis,
     Event,
     Notice,
@@ -38,6 +39,7 @@ from .events import (
     StepStatus,
 )
 from .arms import arms_of, fingerprint, is_arm_step, is_tune, run_steps, step_title
+from .plan import record_command
 from .profile import Profile, with_absolute_paths
 from .rundir import (
     RunDir,
@@ -199,6 +201,13 @@ class Engine:
         if isinstance(event, Diagnosis):
             if not any(d.id == event.id and d.step == event.step for d in self.ctx.diagnoses):
                 self.ctx.diagnoses.append(event)
+        elif isinstance(event, Command):  # the commands that ran, for `c` after the run and --open
+            try:
+                record_command(self.run.path, event.step, event.role, event.argv, event.text, self.run.write_json)
+            except RunDirUnwritable as err:
+                self._unwritable_seen(err)
+            except OSError:
+                pass
         try:
             self.sink(event)
         except Exception:  # a broken front end must not kill the run

@@ -224,6 +224,11 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         "probe_prompts": Spec("int", 8, _rng(0, 256),
                               "an integer from 0 to 256 (prompts sent per arm and workload for the per-prompt lossless "
                               "check and per-request metrics; 0: none)"),
+        "seed": Spec("int", 0, _rng(0, 2**31 - 1),
+                     "an integer from 0 to 2147483647 (the bench --seed of repeat 1; repeat r gets seed + r - 1)"),
+        "vary_seed": Spec("bool", True, None,
+                          "true or false (true: each repeat draws its prompts with its own --seed; false: every "
+                          "repeat uses tune.seed and the same prompts)"),
         "parallel": Spec("bool", False, None, "true or false (launch arms at once on disjoint cores: neuron only)"),
         "drafts": Spec("table", {}, None,
                        'a table of named drafts, e.g. [tune.drafts.redhat] model = "RedHatAI/..." method = "eagle3"'),

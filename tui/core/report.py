@@ -118,14 +118,13 @@ def _dataset(profile: Any, ctx: Any) -> dict[str, Any]:
 
 
 def _commands(profile: Any, run: RunDir) -> dict[str, str]:
-    """The exact commands: each launched step's own command.sh, else the planned ones (every arm's)."""
-    from .arms import arm_profile, arms_of
+    """The exact commands: each launched step's own command.sh, else the planned ones (tui.core.plan)."""
+    from .arms import arms_of
 
     out: dict[str, str] = {}
+    planned: Any = None
     for arm in arms_of(profile):
-        prof = arm_profile(profile, arm)
-        planned: Any = None
-        sid, spec = arm.id, arm.speculative
+        sid = arm.id
         f = run.file(f"{sid}.command.sh")
         try:
             text = f.read_text(encoding="utf-8")
@@ -135,12 +134,15 @@ def _commands(profile: Any, run: RunDir) -> dict[str, str]:
         except (OSError, UnicodeDecodeError):
             pass
         try:
-            from .commands import format_command, planned_commands
+            from .commands import Placeholders
+            from .plan import build_plan, recorded_vllm_version
 
             if planned is None:
-                planned = planned_commands(prof, str(run.path))
-            argv = planned.eagle3_serve if spec else planned.baseline_serve
-            out[sid] = "# planned (not launched)\n" + format_command(argv, planned.env)
+                planned = build_plan(profile, str(run.path), recorded_vllm_version(run.path),
+                                     ph=Placeholders(run_dir=str(run.path)))
+            serve = planned.of(sid, "serve")
+            if serve:
+                out[sid] = "# planned (not launched)\n" + serve[0].text()
         except Exception:  # a report must never fail for want of a planned command
             continue
     return out
