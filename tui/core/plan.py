@@ -200,7 +200,7 @@ def build_plan(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_version: s
         dataset = f"{run_dir}/{CUSTOM_JSONL}"
         py = vllm_python or ["{vllm_python}"]
         out.append(PlannedCommand("baseline", "tool", "Step 0: build the sonnet prompts as a custom JSONL (once per "
-                                  "run; every benchmark uses it)",
+                                  "run; " + ("every benchmark uses it)" if is_tune(profile) else "both benchmarks use it)"),
                                   tuple(custom_builder_argv(profile, py, sonnet, dataset, ph))))
     env = serve_env(profile, ph)
     tune = is_tune(profile)
@@ -208,7 +208,7 @@ def build_plan(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_version: s
     repeats = repeats_of(profile) if tune else 1
     for arm in arms_of(profile):
         prof = arm_profile(profile, arm)
-        what = "baseline" if not arm.speculative else arm.title
+        what = "baseline" if not arm.speculative else (arm.title if tune else "EAGLE3")  # the tutorial's words
         step_no = "Step 1" if arm.id == "baseline" else ("Step 2" if not tune else "Step 3")
         out.append(PlannedCommand(arm.id, "serve", f"{step_no}: {what} server" + (f" ({arm.id})" if tune and
                                   arm.speculative else ""), tuple(serve_argv(prof, arm.speculative, vllm_version, ph)),
