@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import commands as cmd
-from .arms import Arm, arm_profile, arms_of, is_tune, repeats_of, result_name, workloads_of
+from .arms import arm_profile, arms_of, is_tune, repeats_of, result_name, workloads_of
 from .commands import CUSTOM_JSONL, DATASET_MODE_LABELS, Placeholders, dataset_mode, format_command
 from .probe import find_server_interpreter
 from .profile import Profile
