@@ -686,7 +686,7 @@ class SpecdecApp(App[int]):
         except ProfileError as exc:
             self.notify(f"The profile is not valid yet: {exc}", severity="error", timeout=8)
             return
-        run_dir = str(self.run_dir.absolute()) if self.run_dir is not None else "./specdec-runs/<run>"
+        run_dir = str(self.run_dir) if self.run_dir is not None else "./specdec-runs/<run>"  # absolute from the cli
         env = (self.engine.ctx.shared.get("env") or {}) if self.engine is not None else {}
         version = env.get("vllm_version")  # what the environment step found, once it has run
         source = "detected" if version else "unknown"
