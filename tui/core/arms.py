@@ -131,5 +131,6 @@ def fingerprint(profile: Profile, arm: Arm) -> str:
     t = dict(profile.data.get("tune") or {})
     payload = {"serve": serve_argv(prof, arm.speculative), "benchmark": profile.data["benchmark"],
                "smoke": profile.data["smoke"], "workloads": t.get("workloads"), "repeats": t.get("repeats"),
-               "probe_prompts": t.get("probe_prompts"), "prompts_file": t.get("prompts_file"), "arm": arm.as_dict()}
+               "probe_prompts": t.get("probe_prompts"), "prompts_file": t.get("prompts_file"), "arm": arm.as_dict(),
+               "seeds": [t.get("seed", 0), t.get("vary_seed", True)]}  # the bench --seed of each repeat
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
