@@ -63,7 +63,6 @@ from typing import Any
 import httpx
 
 from . import commands
-from .profile import Profile
 from .versions import at_least
 
 WORKLOAD_NAMES = ("sonnet", "chat", "own")
