@@ -226,7 +226,14 @@ def test_sonnet_custom_argv():
 # --------------------------------------------------------------------------------------------- --show-commands
 
 def show(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=60)
+    """--show-commands from a fresh working directory; the run directory it shows absolute (as a run uses it) is
+    written back relative to it."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cwd:
+        cp = subprocess.run([sys.executable, "-m", "tui", *args], capture_output=True, text=True, timeout=60, cwd=cwd)
+        cp.stdout = cp.stdout.replace(os.path.realpath(cwd) + "/", "")
+    return cp
 
 
 def test_show_commands_for_a_given_version():

@@ -56,9 +56,10 @@ REVIEW = {
         "(1 = vLLM's default is not sent). Intended: --no-enable-prefix-caching."),
     "tune": (
         "The tutorial's Step 3 on the tutorial's profile: the baseline server line equals the tutorial fixture; each "
-        "arm's server is the tutorial's EAGLE3 line with num_speculative_tokens 1, 2, 3 in --speculative-config and "
-        "nothing else changed; each benchmark equals the tutorial's with --result-filename <arm>.sonnet.r1.json "
-        "(repeated r2, r3)."),
+        "arm's server is the tutorial's EAGLE3 line with num_speculative_tokens 1, 2, 3 in --speculative-config, "
+        "plus --per-request-spec-decode-metrics summary (vLLM >= 0.29: the probe's per-request metrics) and "
+        "nothing else changed; each benchmark equals the tutorial's with --result-filename <arm>.sonnet.rN.json "
+        "and --seed N-1 for repeat N (repeats draw different prompts), r1..r3 each shown."),
     "cpu": (
         "reference/real-vllm-cpu.md: VLLM_CPU_KVCACHE_SPACE=1 vllm serve <target-dir> --dtype bfloat16 "
         "--max-model-len 1024 --max-num-seqs 1 --max-num-batched-tokens 512 --no-enable-prefix-caching, plus "
@@ -83,8 +84,11 @@ def show_commands(name: str, tmp_path: Path) -> str:
     version = PINNED_VERSION.get(name, "0.32.0")
     out = subprocess.run([sys.executable, "-m", "tui", "--profile", name, "--show-commands", "--run-dir", RUN,
                           "--vllm-version", version],
-                         capture_output=True, text=True, check=True, env=env, stdin=subprocess.DEVNULL).stdout
-    for real, token in ((str(cache / "specdec-tui"), "<cache_dir>"), (str(bundled_data_dir()), "<bundled_data>"),
+                         capture_output=True, text=True, check=True, env=env, stdin=subprocess.DEVNULL,
+                         cwd=tmp_path).stdout
+    # --run-dir is made absolute as a run would (tui.core.plan); the fixtures write it as RUN
+    for real, token in ((os.path.join(os.path.realpath(tmp_path), RUN), RUN),
+                        (str(cache / "specdec-tui"), "<cache_dir>"), (str(bundled_data_dir()), "<bundled_data>"),
                         (str(specdec_tools_dir()), "<specdec_tools>")):
         out = out.replace(real, token)
     return out

@@ -396,3 +396,36 @@ async def test_a_tune_profile_loads_with_the_toggle_on_and_it_locks_with_the_run
         replay.accept_profile(app)
         await pilot.pause()
         assert cb.disabled
+
+
+async def test_c_on_an_opened_run_shows_the_commands_it_ran_and_its_recorded_version(tmp_path):
+    """After a run (here --open), `c` away from a server pane shows what ran (commands.json), not "planned"; without
+    a record it plans with the vLLM version of the run's env.json, never "unknown, assuming < 0.32"."""
+    from screens.modals import CommandScreen
+    from tui.core.rundir import RunDir
+    from tui.core import plan
+
+    d = tune.write_closed_run(tmp_path / "run")
+    (d / "env.json").write_text(json.dumps({"stored": {"vllm_version": "0.32.0"}}))
+    run = open_run(d)
+    app = SpecdecApp(browse=run, frozen=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        app.show_step("results")
+        await pilot.pause()
+        app.action_show_command()
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, CommandScreen)
+        assert "(planned)" in screen.title_text and "vLLM 0.32.0 (recorded in the run's env.json)" in screen.serve
+        assert "custom JSONL" in screen.serve and "assuming < 0.32" not in screen.serve
+        screen.dismiss()
+        await pilot.pause()
+        rd = RunDir(d)
+        plan.record_command(d, "baseline", "serve", ["vllm", "serve", "m", "--port", "8000"],
+                            "vllm serve m \\\n  --port 8000", rd.write_json)
+        app.action_show_command()
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, CommandScreen)
+        assert "(ran)" in screen.title_text and "vllm serve m" in screen.serve and "vLLM 0.32.0" in screen.serve

@@ -209,9 +209,14 @@ def test_sim_chat_acceptance_default_is_higher():
 
 
 def test_planned_bench_argv_for_show_commands(prof):
-    argv = W.planned_bench_argv(prof, "chat", "RUN/eagle3-k1.chat.r1.json", "RUN", "0.29.0")
+    from tui.core import plan
+    from tui.core.commands import Placeholders
+
+    ph = Placeholders(run_dir="RUN")
+    chat = plan.planned_workload(prof, "chat", ph)
+    argv = plan.bench_argv(prof, "RUN/eagle3-k1.chat.r1.json", f"RUN/{chat.bench_jsonl}", "0.29.0", ph, workload=chat)
     assert argv == commands.bench_argv(prof, "RUN/eagle3-k1.chat.r1.json", "RUN/chat.custom.jsonl", "0.29.0",
                                        workload=W.resolve_workload("chat"))
     # own before its file exists (or without [tune]): planned as {"prompt"} lines to /v1/completions
-    own = W.planned_bench_argv(prof, "own", "RUN/x.json", "RUN", "0.32.0")
-    assert "--backend" not in own and own[own.index("--dataset-path") + 1] == "RUN/own.custom.jsonl"
+    own = plan.planned_workload(prof, "own", ph)
+    assert own.endpoint == "completions" and own.bench_jsonl == "own.custom.jsonl"

@@ -710,24 +710,35 @@ class SpecdecApp(App[int]):
             self.query_one(f"#pane-{pane}", LaunchPane).page_log(delta)
 
     def action_show_command(self) -> None:
-        """The exact commands: a launched server's own, else what the profile will run (the text of
-        --show-commands), from the first screen on."""
+        """The exact commands: a launched server's own; after the run (or on --open) every command the run
+        launched, read from the run directory (commands.json); else what the profile will run (the text of
+        --show-commands, tui.core.plan), from the first screen on."""
+        from .core.plan import recorded_text, recorded_vllm_version, show_commands_text
+
         lp = self._launch_pane()
         if lp is not None and lp.command_text:
             script = str(self.run_dir / f"{lp.step}.command.sh") if self.run_dir else ""
             self.push_screen(CommandScreen(lp.title, lp.command_text, lp.bench_command_text, script))
             return
+        if self.run_dir is not None and (self.browse is not None or self.closed):
+            ran = recorded_text(self.run_dir)
+            if ran is not None:
+                name = self.profile.name if self.profile is not None else self.run_dir.name
+                self.push_screen(CommandScreen(f"{name} (ran)", ran, ""))
+                return
         try:
             prof = self.engine.profile if self.engine is not None else self.query_one(ProfilePane).current_profile()
         except ProfileError as exc:
             self.notify(f"The profile is not valid yet: {exc}", severity="error", timeout=8)
             return
-        from .core.commands import show_commands_text
-
-        run_dir = str(self.run_dir) if self.run_dir is not None else "./specdec-runs/<run>"
+        run_dir = str(self.run_dir) if self.run_dir is not None else "./specdec-runs/<run>"  # absolute from the cli
         env = (self.engine.ctx.shared.get("env") or {}) if self.engine is not None else {}
         version = env.get("vllm_version")  # what the environment step found, once it has run
-        text = show_commands_text(prof, run_dir, version, "detected" if version else "unknown",
+        source = "detected" if version else "unknown"
+        if version is None and self.run_dir is not None:
+            version = recorded_vllm_version(self.run_dir)  # a run directory's env.json (--open, a continued run)
+            source = "recorded" if version else "unknown"
+        text = show_commands_text(prof, run_dir, version, source,
                                   [env["vllm_python"]] if env.get("vllm_python") else None)
         self.push_screen(CommandScreen(f"{prof.name} (planned)", text, ""))
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from . import __version__
 from .core.engine import EXIT_INTERRUPTED, EXIT_USAGE, Engine, parse_steps, run_engine_blocking
 from .core.events import STEP_IDS
-from .core.profile import ProfileError, bundled_profiles, load_profile
+from .core.profile import ProfileError, bundled_profiles, load_profile, with_absolute_paths
 from .core.rundir import (
     RunDirStateError,
     add_secrets_from_env,
@@ -92,10 +92,12 @@ _VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?([.+-]?[0-9A-Za-z.+-]*)?$")
 
 def _show_commands(profile, args: argparse.Namespace) -> int:
     """--show-commands: the commands for the given (--vllm-version), detected or unknown vLLM version."""
-    from .core.commands import Placeholders, show_commands_text
+    from .core.commands import Placeholders
+    from .core.plan import show_commands_text
     from .core.probe import find_server_interpreter, probe_vllm_version, server_launch_env
 
-    run_dir = args.run_dir or "./specdec-runs/<run>"
+    # the run directory as a run would use it (absolute: tui.core.engine resolves it once)
+    run_dir = os.path.abspath(args.run_dir) if args.run_dir else "./specdec-runs/<run>"
     ph = Placeholders(run_dir=run_dir)
     environ = dict(os.environ)
     if args.vllm_version:
@@ -251,7 +253,7 @@ def _main(argv: list[str] | None) -> int:
     profile = None
     if profile_name is not None:
         try:
-            profile = load_profile(profile_name)
+            profile = with_absolute_paths(load_profile(profile_name))  # paths resolved once
         except ProfileError as exc:
             return _fail_usage(str(exc))
         add_secrets_from_env(profile.data["server"]["env"])  # redacted on every channel from here on
@@ -280,7 +282,7 @@ def _main(argv: list[str] | None) -> int:
             return _fail_usage("--run-dir is empty; give a directory path (or leave the option out).")
         if "\x00" in args.run_dir:
             return _fail_usage("--run-dir contains a NUL character; give a directory path.")
-        run_dir = Path(args.run_dir)
+        run_dir = Path(os.path.abspath(args.run_dir))  # paths resolved once (children run elsewhere)
         if run_dir.exists() and not run_dir.is_dir():
             return _fail_usage(f"--run-dir {args.run_dir} exists and is not a directory; choose another path.")
         if profile is not None and run_dir.is_dir():
@@ -289,7 +291,7 @@ def _main(argv: list[str] | None) -> int:
             except RunDirStateError as exc:
                 return _fail_usage(str(exc))
     else:
-        run_dir = default_run_dir(profile.name if profile else "interactive")
+        run_dir = Path(os.path.abspath(default_run_dir(profile.name if profile else "interactive")))
 
     interactive = not args.headless and not args.json and sys.stdin.isatty() and sys.stdout.isatty()
     if interactive:

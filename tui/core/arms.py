@@ -12,9 +12,12 @@ shows one pane per arm. This module only plans them; `arm_profile` gives the pro
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .commands import serve_argv
 from .events import STEP_IDS, STEP_TITLES
 from .profile import Profile
 
@@ -124,14 +127,10 @@ def is_arm_step(profile: Profile, sid: str) -> bool:
 def fingerprint(profile: Profile, arm: Arm) -> str:
     """What an arm's numbers depend on: its server argv, the benchmark settings, workloads and repeats. A run
     directory continued later keeps an arm that finished only while this is unchanged."""
-    import hashlib
-    import json
-
-    from .commands import serve_argv
-
     prof = arm_profile(profile, arm)
     t = dict(profile.data.get("tune") or {})
     payload = {"serve": serve_argv(prof, arm.speculative), "benchmark": profile.data["benchmark"],
                "smoke": profile.data["smoke"], "workloads": t.get("workloads"), "repeats": t.get("repeats"),
-               "probe_prompts": t.get("probe_prompts"), "prompts_file": t.get("prompts_file"), "arm": arm.as_dict()}
+               "probe_prompts": t.get("probe_prompts"), "prompts_file": t.get("prompts_file"), "arm": arm.as_dict(),
+               "seeds": [t.get("seed", 0), t.get("vary_seed", True)]}  # the bench --seed of each repeat
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .profile import Profile
+from .versions import at_least
 
 # Environment defaults the engine adds when the profile does not set them: a cold gpt-oss-120b +
 # EAGLE3 compile exceeds vLLM's 600 s engine-ready budget and the plugin's 600 s compile wait.
@@ -175,18 +176,6 @@ def prepare_argv(profile: Profile, ph: Placeholders | None = None) -> list[str]:
     return [ph.resolve(x) for x in profile.models.prepare]
 
 
-def _version_tuple(v: str | None) -> tuple[int, ...] | None:
-    if not v:
-        return None
-    parts: list[int] = []
-    for p in v.split("+")[0].split("."):
-        digits = "".join(ch for ch in p if ch.isdigit())
-        if digits == "":
-            break
-        parts.append(int(digits))
-    return tuple(parts) if parts else None
-
-
 SONNET_REMOVED_IN = (0, 32)  # `vllm bench serve --dataset-name sonnet` exists only before 0.32
 CUSTOM_JSONL = "sonnet.custom.jsonl"  # the run's sonnet prompts as a custom dataset (vLLM >= 0.32)
 DATASET_MODE_LABELS = {
@@ -198,14 +187,15 @@ DATASET_MODE_LABELS = {
 def dataset_mode(vllm_version: str | None) -> str:
     """"sonnet" where the bench has `--dataset-name sonnet` (< 0.32, and an unknown version: the vLLM that
     Neuron SDK 2.33 pins, 0.29, has it), else "custom-from-sonnet"."""
-    vt = _version_tuple(vllm_version)
-    return "custom-from-sonnet" if vt is not None and vt >= SONNET_REMOVED_IN else "sonnet"
+    return "custom-from-sonnet" if at_least(vllm_version, SONNET_REMOVED_IN) else "sonnet"
 
 
 def sonnet_custom_argv(profile: Profile, python_argv: list[str], tools_dir: str, sonnet_path: str, out_path: str,
-                       ph: Placeholders | None = None) -> list[str]:
+                       ph: Placeholders | None = None, num_prompts: int | None = None) -> list[str]:
     """The builder of the custom JSONL (tui/tools/sonnet_custom.py), run in the vLLM interpreter: vLLM's own
-    SonnetDataset sampling with the target's tokenizer, seed 0 and prefix 200 like the bench's defaults."""
+    SonnetDataset sampling with the target's tokenizer, seed 0 and prefix 200 like the bench's defaults.
+    `num_prompts` (default benchmark.num_prompts): more makes a pool that benches with their own --seed
+    sample differently from (tui.core.plan.custom_pool_size)."""
     ph = ph or Placeholders()
     b = profile.benchmark
     return list(python_argv) + [str(Path(tools_dir) / "sonnet_custom.py"),
@@ -214,14 +204,52 @@ def sonnet_custom_argv(profile: Profile, python_argv: list[str], tools_dir: str,
                                 "--input-len", str(b.input_len),
                                 "--output-len", str(b.output_len),
                                 "--prefix-len", "200",
-                                "--num-prompts", str(b.num_prompts),
+                                "--num-prompts", str(num_prompts or b.num_prompts),
                                 "--seed", "0",
                                 "--out", out_path]
 
 
+SKIP_CHAT_TEMPLATE_RENAMED_IN = (0, 11)  # --custom-skip-chat-template before, --skip-chat-template after
+DISABLE_SHUFFLE_SINCE = (0, 11, 2)  # vllm PR #26258
+
+
+def _skip_chat_template_flag(vllm_version: str | None) -> str:
+    if at_least(vllm_version, SKIP_CHAT_TEMPLATE_RENAMED_IN) is False:
+        return "--custom-skip-chat-template"
+    return "--skip-chat-template"
+
+
+def bench_dataset_args(workload: Any, profile: Profile, dataset_path: str, vllm_version: str | None,
+                       shuffle: bool = False) -> list[str]:
+    """The dataset flags of `vllm bench serve` for `workload` (a tui.core.workloads.Workload; None or sonnet:
+    the tutorial's flags). For chat/own, `dataset_path` is the custom JSONL (workloads.write_bench_jsonl).
+    `shuffle`: leave out `--disable-shuffle`, so the custom dataset is shuffled with the bench's `--seed`
+    (repeats with different seeds then draw different prompts); else the file's order is kept."""
+    b = profile.benchmark
+    if workload is None or workload.name == "sonnet":
+        if dataset_mode(vllm_version) == "custom-from-sonnet":
+            return ["--dataset-name", "custom", "--dataset-path", dataset_path, "--custom-output-len",
+                    str(b.output_len), "--skip-chat-template", *([] if shuffle else ["--disable-shuffle"])]
+        return ["--dataset-name", profile.dataset.name, "--dataset-path", dataset_path,
+                "--sonnet-input-len", str(b.input_len), "--sonnet-output-len", str(b.output_len)]
+    args = ["--dataset-name", "custom", "--dataset-path", dataset_path, "--custom-output-len", str(b.output_len),
+            _skip_chat_template_flag(vllm_version)]
+    if not shuffle and at_least(vllm_version, DISABLE_SHUFFLE_SINCE) is not False:
+        args.append("--disable-shuffle")
+    return args
+
+
+def bench_backend_args(workload: Any) -> list[str]:
+    """`--backend openai-chat --endpoint /v1/chat/completions` for chat workloads, else [] (the default
+    openai backend and /v1/completions, as the tutorial's command)."""
+    if workload is None or workload.endpoint == "completions":
+        return []
+    return ["--backend", workload.backend, "--endpoint", workload.path]
+
+
 def bench_argv(profile: Profile, result_filename: str, dataset_path: str,
                vllm_version: str | None = None, ph: Placeholders | None = None,
-               workload: Any = None) -> list[str]:
+               workload: Any = None, seed: int | None = None, shuffle: bool = False) -> list[str]:
     """`vllm bench serve` argv. Version-aware additions (intended differences from the tutorial):
     always `--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99`; on vLLM ≥ 0.15,
     `--temperature 0` (the tutorial means greedy; 0.15+ no longer forces it). `--model` is always
@@ -235,13 +263,12 @@ def bench_argv(profile: Profile, result_filename: str, dataset_path: str,
 
     `workload` (a tui.core.workloads.Workload; None or sonnet: the argv above, unchanged): a chat or own
     workload benchmarks its custom JSONL (`dataset_path`, workloads.write_bench_jsonl) with the dataset flags
-    of workloads.bench_dataset_args, and a chat endpoint adds `--backend openai-chat --endpoint
-    /v1/chat/completions` after `bench serve`."""
-    from .workloads import bench_backend_args, bench_dataset_args
-
+    of bench_dataset_args, and a chat endpoint adds `--backend openai-chat --endpoint /v1/chat/completions`
+    after `bench serve`. `seed` (a tune repeat's, tui.core.plan.bench_seed) adds `--seed N`; `shuffle` drops
+    `--disable-shuffle` (see bench_dataset_args). The run's argv come from tui.core.plan."""
     ph = ph or Placeholders()
     b = profile.benchmark
-    dataset = bench_dataset_args(workload, profile, dataset_path, vllm_version)
+    dataset = bench_dataset_args(workload, profile, dataset_path, vllm_version, shuffle)
     argv = server_prefix(profile, ph) + ["bench", "serve", *bench_backend_args(workload),
                                          "--base-url", base_url(profile),
                                          "--model", target_model(profile, ph),
@@ -251,9 +278,10 @@ def bench_argv(profile: Profile, result_filename: str, dataset_path: str,
                                          "--save-result",
                                          "--result-filename", result_filename]
     argv += ["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
-    vt = _version_tuple(vllm_version)
-    if vt is None or vt >= (0, 15):
+    if at_least(vllm_version, (0, 15)) is not False:
         argv += ["--temperature", "0"]
+    if seed is not None:
+        argv += ["--seed", str(seed)]
     return [ph.resolve(a) for a in argv]
 
 
@@ -290,137 +318,6 @@ def format_command(argv: list[str], env: dict[str, str] | None = None) -> str:
     return " \\\n".join(lines)
 
 
-@dataclass
-class PlannedCommands:
-    baseline_serve: list[str]
-    eagle3_serve: list[str]
-    baseline_bench: list[str]
-    eagle3_bench: list[str]
-    env: dict[str, str]
-    prepare: list[str] = field(default_factory=list)
-    dataset_mode: str = "sonnet"
-    build_custom: list[str] | None = None  # vLLM >= 0.32: the custom JSONL builder, run once per run
-
-
 def tools_dir() -> str:
     """tui/tools/ of the installed app (sonnet_custom.py, tinymodels.py)."""
     return str(specdec_tools_dir())
-
-
-def planned_commands(profile: Profile, run_dir: str = "./specdec-runs/<run>", vllm_version: str | None = None,
-                     ph: Placeholders | None = None, vllm_python: list[str] | None = None) -> PlannedCommands:
-    ph = ph or Placeholders(run_dir=run_dir)
-    sonnet = ph.resolve(profile.dataset.path) if profile.dataset.path else f"{run_dir}/sonnet.txt"
-    mode = dataset_mode(vllm_version)
-    build = None
-    dataset = sonnet
-    if mode == "custom-from-sonnet":
-        dataset = f"{run_dir}/{CUSTOM_JSONL}"
-        py = vllm_python or ([ph.vllm_python] if ph.vllm_python else ["{vllm_python}"])
-        build = sonnet_custom_argv(profile, py, tools_dir(), sonnet, dataset, ph)
-    return PlannedCommands(
-        prepare=prepare_argv(profile, ph),
-        baseline_serve=serve_argv(profile, False, ph),
-        eagle3_serve=serve_argv(profile, True, ph),
-        baseline_bench=bench_argv(profile, f"{run_dir}/baseline.json", dataset, vllm_version, ph),
-        eagle3_bench=bench_argv(profile, f"{run_dir}/eagle3.json", dataset, vllm_version, ph),
-        env=serve_env(profile, ph),
-        dataset_mode=mode,
-        build_custom=build,
-    )
-
-
-def _show_placeholders(profile: Profile, run_dir: str) -> Placeholders:
-    """Placeholders for --show-commands: {vllm_python} is the interpreter of the `vllm` on PATH when one is
-    found, else it stays written as "{vllm_python}" (determined at run time)."""
-    ph = Placeholders(run_dir=run_dir)
-    from .probe import find_server_interpreter
-
-    interp = find_server_interpreter(ph.resolve(profile.server.command[0]), dict(os.environ))
-    ph.vllm_python = interp.python or "{vllm_python}"
-    return ph
-
-
-def show_commands_text(profile: Profile, run_dir: str = "./specdec-runs/<run>", vllm_version: str | None = None,
-                       version_source: str = "unknown", vllm_python: list[str] | None = None) -> str:
-    """The commands for `vllm_version`. `version_source`: "detected" (probed from the profile's command),
-    "simulated" ([simulation] vllm_version), "given" (--vllm-version) or "unknown" (not found: the sonnet
-    form, as on the vLLM Neuron pins, stated in the output)."""
-    ph = _show_placeholders(profile, run_dir) if (profile.models.prepare or vllm_python is None) else None
-    if ph is not None and vllm_python is None and ph.vllm_python != "{vllm_python}":
-        vllm_python = [ph.vllm_python]
-    pc = planned_commands(profile, run_dir, vllm_version, ph=ph, vllm_python=vllm_python)
-    if version_source == "given":
-        head = f"# vLLM {vllm_version} (given with --vllm-version)"
-    elif version_source == "simulated" and vllm_version:
-        head = f"# vLLM {vllm_version} (the version the simulator plays: [simulation] vllm_version)"
-    elif version_source == "detected" and vllm_version:
-        head = f"# vLLM {vllm_version} (detected from server.command {profile.server.command[0]!r})"
-    else:
-        head = ("# vLLM version unknown (server.command's vllm could not be probed): assuming < 0.32, which has "
-                "--dataset-name sonnet (pass --vllm-version X.Y.Z for another version)")
-    parts = [head, f"# Dataset: {DATASET_MODE_LABELS[pc.dataset_mode]}", ""]
-    if pc.prepare:
-        parts += ["# Checkpoints: prepare the local models (runs only when a model directory is missing)",
-                  format_command(pc.prepare), ""]
-    if pc.build_custom is not None:
-        parts += ["# Step 0: build the sonnet prompts as a custom JSONL (once per run; both benchmarks use it)"]
-        if not vllm_python:
-            parts.append("# {vllm_python}: the Python that runs `vllm` (not found here)")
-        parts += [format_command(pc.build_custom), ""]
-    from .arms import is_tune
-
-    if is_tune(profile):  # the baseline's server, then every arm (its benchmarks per workload and repeat)
-        parts += ["# Step 1: baseline server", format_command(pc.baseline_serve, pc.env), ""]
-        parts += _tune_commands(profile, run_dir, vllm_version, ph, vllm_python)
-        return "\n".join(parts) + "\n"
-    parts += [
-        "# Step 1: baseline server",
-        format_command(pc.baseline_serve, pc.env),
-        "",
-        "# Step 1: baseline benchmark",
-        format_command(pc.baseline_bench),
-        "",
-        "# Step 2: EAGLE3 server",
-        format_command(pc.eagle3_serve, pc.env),
-        "",
-        "# Step 2: EAGLE3 benchmark",
-        format_command(pc.eagle3_bench),
-    ]
-    return "\n".join(parts) + "\n"
-
-
-def _tune_commands(profile: Profile, run_dir: str, vllm_version: str | None, ph: Placeholders | None,
-                   vllm_python: list[str] | None) -> list[str]:
-    """--show-commands of a tune profile: Steps 1 and 2 above are its baseline and first arm; here every arm's
-    server and its first benchmark per workload (each is repeated tune.repeats times, r1, r2, …)."""
-    from .arms import arm_profile, arms_of, repeats_of, result_name, workloads_of
-
-    arms = arms_of(profile)
-    wls = workloads_of(profile)
-    lines = [f"# Step 3: tune — the baseline and {len(arms) - 1} speculative arm(s), {repeats_of(profile)} "
-             f"benchmark repeat(s) each on {', '.join(wls)}"]
-    for arm in arms:
-        pc = planned_commands(arm_profile(profile, arm), run_dir, vllm_version, ph=ph, vllm_python=vllm_python)
-        if arm.speculative:
-            lines += ["", f"# Step 3: {arm.title} server ({arm.id})",
-                      format_command(pc.eagle3_serve, pc.env)]
-        for wl in wls:
-            res = f"{run_dir}/{result_name(profile, arm.id, wl, 1)}"
-            lines += ["", f"# Step 3: {arm.title} benchmark, workload {wl} (r1 of {repeats_of(profile)})",
-                      format_command(tune_bench_argv(arm_profile(profile, arm), wl, res, run_dir, vllm_version, ph))]
-    return lines
-
-
-def tune_bench_argv(profile: Profile, workload: str, result_file: str, run_dir: str, vllm_version: str | None,
-                    ph: Placeholders | None = None) -> list[str]:
-    """The bench argv of one repeat of a tune arm on `workload` (sonnet: the tutorial's; chat / own: the
-    workload's custom JSONL, see tui.core.workloads)."""
-    if workload == "sonnet":
-        pc_dataset = (f"{run_dir}/{CUSTOM_JSONL}" if dataset_mode(vllm_version) == "custom-from-sonnet"
-                      else (ph or Placeholders(run_dir=run_dir)).resolve(profile.dataset.path)
-                      if profile.dataset.path else f"{run_dir}/sonnet.txt")
-        return bench_argv(profile, result_file, pc_dataset, vllm_version, ph)
-    from .workloads import planned_bench_argv
-
-    return planned_bench_argv(profile, workload, result_file, run_dir, vllm_version, ph)

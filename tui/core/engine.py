@@ -16,6 +16,7 @@ import asyncio
 import importlib
 import importlib.util
 import json
+import os
 import time
 import traceback
 from enum import IntEnum
@@ -26,6 +27,7 @@ from . import report as report_mod
 from .commands import Placeholders
 from .events import (
     STEP_IDS,
+    Command,
     Diagnosis,
     Event,
     Notice,
@@ -37,7 +39,8 @@ from .events import (
     StepStatus,
 )
 from .arms import arms_of, fingerprint, is_arm_step, is_tune, result_name, run_steps, step_title
-from .profile import Profile
+from .plan import record_command
+from .profile import Profile, with_absolute_paths
 from .rundir import (
     RunDir,
     RunDirStateError,
@@ -114,6 +117,10 @@ def parse_steps(spec: str | None, profile: Profile | None = None) -> list[str]:
 class Engine:
     def __init__(self, profile: Profile, run_dir: Path, sink: Sink, steps: list[str] | None = None,
                  verbose: bool = False):
+        # Paths resolved once: the run directory and the profile's paths are absolute from here on, so every
+        # child gets absolute paths whatever its working directory (some run in the run directory).
+        run_dir = Path(os.path.abspath(run_dir))
+        profile = with_absolute_paths(profile)
         self.profile = profile
         self.steps = steps or run_steps(profile)
         self.sink = sink
@@ -198,6 +205,13 @@ class Engine:
         if isinstance(event, Diagnosis):
             if not any(d.id == event.id and d.step == event.step for d in self.ctx.diagnoses):
                 self.ctx.diagnoses.append(event)
+        elif isinstance(event, Command):  # the commands that ran, for `c` after the run and --open
+            try:
+                record_command(self.run.path, event.step, event.role, event.argv, event.text, self.run.write_json)
+            except RunDirUnwritable as err:
+                self._unwritable_seen(err)
+            except OSError:
+                pass
         try:
             self.sink(event)
         except Exception:  # a broken front end must not kill the run
@@ -644,6 +658,7 @@ class Engine:
     def set_profile(self, profile: Profile) -> None:
         """Use corrected settings from now on (a fix in place before a retry). The report and profile.toml
         describe the profile the run ends with."""
+        profile = with_absolute_paths(profile)
         self.profile = profile
         self.ctx.profile = profile
         self.run.state.update({"profile": profile.name, "profile_source": profile.source})

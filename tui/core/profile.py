@@ -31,6 +31,7 @@ model directories.
 from __future__ import annotations
 
 import copy
+import os
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -229,6 +230,11 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         "probe_prompts": Spec("int", 8, _rng(0, 256),
                               "an integer from 0 to 256 (prompts sent per arm and workload for the per-prompt lossless "
                               "check and per-request metrics; 0: none)"),
+        "seed": Spec("int", 0, _rng(0, 2**31 - 1),
+                     "an integer from 0 to 2147483647 (the bench --seed of repeat 1; repeat r gets seed + r - 1)"),
+        "vary_seed": Spec("bool", True, None,
+                          "true or false (true: each repeat draws its prompts with its own --seed; false: every "
+                          "repeat uses tune.seed and the same prompts)"),
         "parallel": Spec("bool", False, None, "true or false (launch arms at once on disjoint cores: neuron only)"),
         "drafts": Spec("table", {}, None,
                        'a table of named drafts, e.g. [tune.drafts.redhat] model = "RedHatAI/..." method = "eagle3"'),
@@ -636,6 +642,54 @@ def local_model_keys(prof: Profile) -> dict[str, str]:
         if value and is_local_model(value):
             out[key] = value
     return out
+
+
+def _absolute(value: str, cwd: str) -> str:
+    """`value` made absolute against `cwd` when it is a relative path ("./x", "../x", "x/y"); placeholders
+    ("{cache_dir}/..."), absolute paths and "" are returned as they are."""
+    if not value or value.startswith(("{", "/")):
+        return value
+    return os.path.normpath(os.path.join(cwd, os.path.expanduser(value)))
+
+
+def with_absolute_paths(prof: Profile, cwd: str | None = None) -> Profile:
+    """The profile with every relative path made absolute against `cwd` (default: the working directory), so
+    that children get absolute paths whatever their working directory (the engine runs some in the run
+    directory). Paths: dataset.path, tune.prompts_file, the local model directories (models.target,
+    models.draft, speculative.model, tune.drafts.*.model: "./..." or "../..."), and the arguments of
+    models.prepare and server.command that start with "./" or "../". Repo ids and placeholders are kept.
+    Idempotent; returns `prof` itself when nothing changes."""
+    cwd = cwd or os.getcwd()
+    d = prof.data
+    updates: dict[str, Any] = {}
+
+    def put(key: str, old: str, new: str) -> None:
+        if new != old:
+            updates[key] = new
+
+    if d["dataset"].get("path"):
+        put("dataset.path", d["dataset"]["path"], _absolute(d["dataset"]["path"], cwd))
+    t = d.get("tune")
+    if isinstance(t, dict):
+        if t.get("prompts_file"):
+            put("tune.prompts_file", t["prompts_file"], _absolute(t["prompts_file"], cwd))
+        for name, dr in (prof.raw.get("tune", {}).get("drafts") or {}).items():
+            m = dr.get("model", "") if isinstance(dr, dict) else ""
+            if m and is_local_model(m):
+                new = _absolute(m, cwd)
+                if new != m:
+                    updates[f"tune.drafts.{name}.model"] = new
+    for key, value in local_model_keys(prof).items():
+        if key.split(".")[0] in prof.raw and key.split(".")[1] in prof.raw[key.split(".")[0]]:
+            put(key, value, _absolute(value, cwd))
+
+    def rel(a: str) -> bool:
+        return a.startswith(("./", "../")) or a in (".", "..")
+
+    for key, argv in (("models.prepare", d["models"]["prepare"]), ("server.command", d["server"]["command"])):
+        if any(rel(a) for a in argv):
+            updates[key] = [_absolute(a, cwd) if rel(a) else a for a in argv]
+    return prof.with_values(updates) if updates else prof
 
 
 def _toml_error(source: str, exc: tomllib.TOMLDecodeError) -> ProfileError:

@@ -125,14 +125,13 @@ def _dataset(profile: Any, ctx: Any) -> dict[str, Any]:
 
 
 def _commands(profile: Any, run: RunDir) -> dict[str, str]:
-    """The exact commands: each launched step's own command.sh, else the planned ones (every arm's)."""
-    from .arms import arm_profile, arms_of
+    """The exact commands: each launched step's own command.sh, else the planned ones (tui.core.plan)."""
+    from .arms import arms_of
 
     out: dict[str, str] = {}
+    planned: Any = None
     for arm in arms_of(profile):
-        prof = arm_profile(profile, arm)
-        planned: Any = None
-        sid, spec = arm.id, arm.speculative
+        sid = arm.id
         f = run.file(f"{sid}.command.sh")
         try:
             text = f.read_text(encoding="utf-8")
@@ -142,12 +141,15 @@ def _commands(profile: Any, run: RunDir) -> dict[str, str]:
         except (OSError, UnicodeDecodeError):
             pass
         try:
-            from .commands import format_command, planned_commands
+            from .commands import Placeholders
+            from .plan import build_plan, recorded_vllm_version
 
             if planned is None:
-                planned = planned_commands(prof, str(run.path))
-            argv = planned.eagle3_serve if spec else planned.baseline_serve
-            out[sid] = "# planned (not launched)\n" + format_command(argv, planned.env)
+                planned = build_plan(profile, str(run.path), recorded_vllm_version(run.path),
+                                     ph=Placeholders(run_dir=str(run.path)))
+            serve = planned.of(sid, "serve")
+            if serve:
+                out[sid] = "# planned (not launched)\n" + serve[0].text()
         except Exception:  # a report must never fail for want of a planned command
             continue
     return out
@@ -234,6 +236,9 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
         "diagnostics": diags,
     }
     if matrix is not None:
+        from .plan import interval_coverage, repeat_seeds
+
+        matrix["sampling"] = {"seeds": repeat_seeds(profile), "covers": interval_coverage(profile)}
         rep["matrix"] = matrix
         rep["verdict"] = tune_verdict(int(exit_code), steps, matrix, diags) or rep["verdict"]
     facts_by_arm = {a.id: _step_facts(a.id, results, ctx) for a in arms}
@@ -583,6 +588,8 @@ def _matrix_markdown(matrix: dict[str, Any], w: Any) -> None:
     from .stats import matrix_columns, matrix_rows
 
     w("\n## Step 3: tuning matrix\n")
+    if (matrix.get("sampling") or {}).get("covers"):
+        w(f"\nThe intervals cover {matrix['sampling']['covers']}\n")
     for wl in matrix.get("workloads") or []:
         rec = (matrix.get("recommendation") or {}).get(wl) or {}
         w(f"\n### Workload `{wl}`\n\n**Recommendation:** {rec.get('text') or 'n/a'}\n")

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from . import versions as _versions
+
 NEURON_BIN = "opt/aws/neuron/bin"  # relative to the sysroot
 DMI_PRODUCT = "sys/devices/virtual/dmi/id/product_name"
 NEURON_SYSFS = "sys/devices/virtual/neuron_device"
@@ -43,33 +45,9 @@ GB = 1000**3
 # ---------------------------------------------------------------------------------------------
 
 
-def version_tuple(v: str | None) -> tuple[int, ...] | None:
-    """'0.24.0.1.1.0' -> (0, 24, 0, 1, 1, 0); '2.27.5334.0+f702b353' -> (2, 27, 5334, 0); '1:2.32.28.0-1' -> (2, 32, 28, 0).
-
-    Stops at the first field that does not start with a digit (pre-release tags such as 'rc1' end it)."""
-    if not v:
-        return None
-    s = v.strip()
-    if ":" in s:  # dpkg epoch
-        s = s.split(":", 1)[1]
-    s = s.split("+", 1)[0].split("-", 1)[0]
-    parts: list[int] = []
-    for p in s.split("."):
-        m = re.match(r"\d+", p)
-        if not m:
-            break
-        parts.append(int(m.group(0)))
-        if m.group(0) != p:  # '0rc1' -> keep 0, stop
-            break
-    return tuple(parts) if parts else None
-
-
-def version_ge(v: str | None, minimum: tuple[int, ...]) -> bool | None:
-    t = version_tuple(v)
-    if t is None:
-        return None
-    n = max(len(t), len(minimum))
-    return t + (0,) * (n - len(t)) >= minimum + (0,) * (n - len(minimum))
+# One version type (tui.core.versions): these names stay for the engine's callers.
+version_tuple = _versions.release
+version_ge = _versions.at_least
 
 
 def plugin_vllm_part(plugin_version: str | None) -> str | None:

@@ -63,7 +63,7 @@ from typing import Any
 import httpx
 
 from . import commands
-from .profile import Profile
+from .versions import at_least
 
 WORKLOAD_NAMES = ("sonnet", "chat", "own")
 ENDPOINT_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -73,8 +73,8 @@ BENCH_JSONL = "{name}.custom.jsonl"  # the bench's custom JSONL of a chat/own wo
 ROLES = ("system", "user", "assistant")
 
 PER_REQUEST_SINCE = (0, 29)
-DISABLE_SHUFFLE_SINCE = (0, 11, 2)
-SKIP_CHAT_TEMPLATE_RENAMED_IN = (0, 11)
+DISABLE_SHUFFLE_SINCE = commands.DISABLE_SHUFFLE_SINCE
+SKIP_CHAT_TEMPLATE_RENAMED_IN = commands.SKIP_CHAT_TEMPLATE_RENAMED_IN
 
 
 class WorkloadError(ValueError):
@@ -288,63 +288,16 @@ def probe_inputs(workload: Workload, n: int, sonnet_prompts: list[str] | None = 
 # argv
 
 
-def _skip_chat_template_flag(vt: tuple[int, ...] | None) -> str:
-    if vt is not None and vt < SKIP_CHAT_TEMPLATE_RENAMED_IN:
-        return "--custom-skip-chat-template"
-    return "--skip-chat-template"
-
-
-def bench_dataset_args(workload: Workload | None, profile: Profile, dataset_path: str,
-                       vllm_version: str | None) -> list[str]:
-    """The dataset flags of `vllm bench serve` for `workload` (None or sonnet: today's flags exactly).
-    For chat/own, `dataset_path` is the custom JSONL (write_bench_jsonl)."""
-    b = profile.benchmark
-    if workload is None or workload.name == "sonnet":
-        if commands.dataset_mode(vllm_version) == "custom-from-sonnet":
-            return ["--dataset-name", "custom", "--dataset-path", dataset_path, "--custom-output-len",
-                    str(b.output_len), "--skip-chat-template", "--disable-shuffle"]
-        return ["--dataset-name", profile.dataset.name, "--dataset-path", dataset_path,
-                "--sonnet-input-len", str(b.input_len), "--sonnet-output-len", str(b.output_len)]
-    vt = commands._version_tuple(vllm_version)
-    args = ["--dataset-name", "custom", "--dataset-path", dataset_path, "--custom-output-len", str(b.output_len),
-            _skip_chat_template_flag(vt)]
-    if vt is None or vt >= DISABLE_SHUFFLE_SINCE:
-        args.append("--disable-shuffle")
-    return args
-
-
-def bench_backend_args(workload: Workload | None) -> list[str]:
-    """`--backend openai-chat --endpoint /v1/chat/completions` for chat workloads, else [] (the default
-    openai backend and /v1/completions, as the tutorial's command)."""
-    if workload is None or workload.endpoint == "completions":
-        return []
-    return ["--backend", workload.backend, "--endpoint", workload.path]
-
-
-def planned_bench_argv(profile: Profile, workload: str, result_file: str, run_dir: str, vllm_version: str | None,
-                       ph: commands.Placeholders | None = None) -> list[str]:
-    """The bench argv of a chat / own workload for --show-commands: its custom JSONL in `run_dir`
-    ({run_dir}/chat.custom.jsonl, written by the run). For "own" the endpoint comes from tune.prompts_file's
-    lines; a file that cannot be read yet is planned as {"prompt"} lines (/v1/completions)."""
-    ph = ph or commands.Placeholders(run_dir=run_dir)
-    if workload == "own":
-        t = profile.data.get("tune") or {}
-        path = ph.resolve(str(t.get("prompts_file") or ""))
-        try:
-            w = resolve_workload("own", path)
-        except WorkloadError:
-            w = Workload("own", "completions", path, _label("own", "completions"))
-    else:
-        w = resolve_workload(workload)
-    return commands.bench_argv(profile, result_file, f"{run_dir}/{w.bench_jsonl}", vllm_version, ph, workload=w)
+# The dataset and backend flags are argv (tui.core.commands, below the plan); named here for the callers.
+bench_dataset_args = commands.bench_dataset_args
+bench_backend_args = commands.bench_backend_args
 
 
 def serve_flags_for_per_request(vllm_version: str | None, speculative: bool) -> list[str]:
     """`--per-request-spec-decode-metrics summary` for a speculative server on vLLM >= 0.29, else [].
     Never on the baseline (vLLM raises ValueError without --speculative-config) and not for an unknown
     version (a vLLM without the flag would refuse to start)."""
-    vt = commands._version_tuple(vllm_version)
-    if not speculative or vt is None or vt < PER_REQUEST_SINCE:
+    if not speculative or not at_least(vllm_version, PER_REQUEST_SINCE):
         return []
     return ["--per-request-spec-decode-metrics", "summary"]
 

@@ -50,6 +50,7 @@ from typing import Any
 import httpx
 from tqdm import tqdm
 
+from ..core.versions import release
 from .config import sim_config
 from .tokens import count_tokens, render_chat
 
@@ -73,16 +74,6 @@ METRIC_NAMES = {
 
 class BenchError(Exception):
     """A fatal benchmark error: printed as `Error: ...` and exit status 1."""
-
-
-def version_tuple(v: str) -> tuple[int, ...]:
-    parts: list[int] = []
-    for p in str(v).split("+")[0].split("."):
-        digits = "".join(ch for ch in p if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts) or (0, 24, 0)
 
 
 def chat_template(content: str) -> str:
@@ -833,7 +824,7 @@ async def run(args: argparse.Namespace, cfg: dict[str, Any], vt: tuple[int, ...]
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cfg = sim_config()
-    vt = version_tuple(cfg.get("vllm_version", "0.24.0"))
+    vt = release(cfg.get("vllm_version")) or (0, 24, 0)
     parser = build_parser(vt)
     try:
         args = parser.parse_args(argv)

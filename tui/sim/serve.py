@@ -49,6 +49,7 @@ import uuid
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+from ..core.versions import release
 from .config import sim_config
 from .logs import ProcessLog, color_enabled, traceback_lines
 from .model import (DRAFT_PREFILL_COST, HostNoise, effective_acceptance, plan_request, prompt_acceptance,
@@ -91,22 +92,10 @@ PER_REQUEST_ERROR = ("--per-request-spec-decode-metrics requires speculative dec
                      "(via --speculative-config).")
 
 
-def _vt(version: str | None) -> tuple[int, ...] | None:
-    if not version:
-        return None
-    parts: list[int] = []
-    for piece in str(version).split("+")[0].split("."):
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts) or None
-
-
 def build_parser(version: str | None = None) -> argparse.ArgumentParser:
     """vLLM's serve argv. `version` (the simulated vLLM): --per-request-spec-decode-metrics exists from 0.29
     on (None: every flag)."""
-    vt = _vt(version)
+    vt = release(version)
     p = _Parser(prog=PROG, usage=USAGE, description="Launch a local OpenAI-compatible API server to serve "
                 "LLM completions via HTTP (specdec-tui simulation).")
     bo = argparse.BooleanOptionalAction

@@ -43,6 +43,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..core.versions import at_least, release
 from .cores import claim, claims_dir
 
 DEVICES = 16
@@ -63,23 +64,9 @@ PLUGIN_FOR_VLLM: dict[str, tuple[str, str]] = {
 }
 
 
-def _vtuple(v: str) -> tuple[int, ...]:
-    out: list[int] = []
-    for p in v.split("+")[0].split("-")[0].split("."):
-        digits = ""
-        for ch in p:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            break
-        out.append(int(digits))
-    return tuple(out)
-
-
 def plugin_for_vllm(vllm_version: str) -> tuple[str, str | None]:
     """(vllm-neuron version, SDK release or None) that pins this vLLM."""
-    vt = _vtuple(vllm_version)
+    vt = release(vllm_version) or ()
     key = ".".join(str(x) for x in (vt + (0, 0, 0))[:3])
     if key in PLUGIN_FOR_VLLM:
         return PLUGIN_FOR_VLLM[key]
@@ -123,7 +110,7 @@ def _torus(i: int) -> list[int]:
 
 def neuron_ls_devices(sdk: str | None, busy: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """`neuron-ls -j` of an idle trn2.48xlarge; SDK 2.32+ adds instance_type/instance_id and full PCI BDFs."""
-    new_format = sdk is not None and _vtuple(sdk) >= (2, 32)
+    new_format = sdk is not None and at_least(sdk, (2, 32))
     out: list[dict[str, Any]] = []
     for i in range(DEVICES):
         bus = 0xCC + i

@@ -167,12 +167,10 @@ class LaunchPool:
 
     async def _start(self, sr: ServerRun) -> bool:
         from .bench import vllm_version
-        from ..workloads import serve_flags_for_per_request
 
         if self.version is None:
             self.version = await vllm_version(self.ctx)
-        sr.vllm_version = self.version
-        sr.extra_serve_args = serve_flags_for_per_request(sr.vllm_version, sr.speculative)
+        sr.vllm_version = self.version  # the plan's serve argv for this version (tui.core.plan.serve_argv)
         return await sr.launch() and await sr.wait_ready()
 
     async def take(self, arm: Any) -> tuple[ServerRun, bool]:
@@ -288,9 +286,6 @@ async def run(ctx: StepContext, sid: str) -> StepResult:
     if workloads is None:
         return sr.facts.result(sr.result_facts)
     if pool is None:
-        from ..workloads import serve_flags_for_per_request
-
-        sr.extra_serve_args = serve_flags_for_per_request(sr.vllm_version, arm.speculative)
         return await _serve_arm(ctx, sid, arm, sr, workloads, launched=False)
     prepared = sr  # its server may already be up (launched early on its own cores and port)
     try:
@@ -356,7 +351,7 @@ async def _serve_arm(ctx: StepContext, sid: str, arm: Any, sr: ServerRun, worklo
                     per[w.name].append(kept)
                     continue
                 data = await run_benchmark(ctx, sr, result_name(ctx.profile, sid, w.name, r), workload=w,
-                                           label=f"{w.name} r{r}", dataset_path=dataset_path)
+                                           label=f"{w.name} r{r}", dataset_path=dataset_path, repeat=r)
                 if data is None or sr.facts.failed:
                     sr.result_facts["repeats"] = per
                     sr.result_facts["probe"] = probes

@@ -28,8 +28,8 @@ from .. import diagnostics as dg
 from .. import metrics as mx
 from ..benchparse import (BenchParseError, BenchResult, TqdmProgressParser, first_request_error, parse_result_json,
                           parse_stdout_blocks)
-from ..commands import (CUSTOM_JSONL, DATASET_MODE_LABELS, bench_argv, dataset_mode, format_command,
-                        sonnet_custom_argv, tools_dir)
+from .. import plan
+from ..commands import CUSTOM_JSONL, DATASET_MODE_LABELS, dataset_mode, format_command
 from ..events import Artifact, Command, Notice, Progress
 from ..supervisor import ManagedProcess
 from .base import FactRecorder, StepContext
@@ -121,7 +121,7 @@ async def ensure_custom_jsonl(ctx: StepContext, facts: FactRecorder, sonnet_path
             return None
     out = ctx.run.file(CUSTOM_JSONL)
     meta_file = ctx.run.file(CUSTOM_JSONL + ".meta.json")
-    argv = sonnet_custom_argv(ctx.profile, python, tools_dir(), sonnet_path, str(out), ctx.ph)
+    argv = plan.custom_builder_argv(ctx.profile, python, sonnet_path, str(out), ctx.ph)
     sonnet_sha = (ctx.shared.get("dataset") or {}).get("sha256") or await asyncio.to_thread(_sha256, Path(sonnet_path))
     key = {"argv": argv[len(python):], "python": python, "sonnet_sha256": sonnet_sha}
     label = DATASET_MODE_LABELS["custom-from-sonnet"]
@@ -270,7 +270,7 @@ def _result_facts(facts: FactRecorder, res: BenchResult, result_file: Path, firs
 
 
 async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = None, workload: Any = None,
-                        label: str = "", dataset_path: str | None = None) -> dict[str, Any] | None:
+                        label: str = "", dataset_path: str | None = None, repeat: int = 1) -> dict[str, Any] | None:
     """Run the benchmark for ServerRun `sr` (its server is up and smoke-tested). Adds facts to sr.facts and
     the parsed numbers to sr.result_facts["bench"]; returns them (None when the bench gave no result).
 
@@ -286,7 +286,7 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     result_file = ctx.run.file(f"{stem}.json")
     if result_file.exists():
         result_file.unlink()
-    argv = bench_argv(prof, str(result_file), dataset_path, version, ctx.ph, workload=workload)
+    argv = plan.bench_argv(prof, str(result_file), dataset_path, version, ctx.ph, workload=workload, repeat=repeat)
     ctx.emit(Command(step, "bench", tuple(argv), format_command(argv)))
     env = dict(ctx.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -403,6 +403,7 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     data["vllm_version"] = version
     data["dataset_mode"] = dataset_mode(version) if workload is None or workload.name == "sonnet" else workload.name
     data["dataset_path"] = dataset_path
+    data["seed"] = plan.bench_seed(prof, repeat)  # the repeat's --seed (None: the bench's default, 0)
     if workload is not None:
         data["workload"] = workload.name
     if bench_spec is not None:

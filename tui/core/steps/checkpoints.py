@@ -38,7 +38,9 @@ from typing import Any
 
 from .. import diagnostics as dg
 from .. import modelshape as ms
-from ..events import Artifact, LogLine, Progress
+from ..commands import format_command
+from ..events import Artifact, Command, LogLine, Progress
+from ..plan import prepare_argv
 from ..hub import (HubFailure, HubSettings, ModelProbe, free_bytes, hub_settings, looks_local, probe_model, scrub,
                    scrub_obj)
 from ..platforms import env_lookup, profile_platform
@@ -823,9 +825,10 @@ async def _prepare(ctx: StepContext, f: _Facts, secrets: tuple[str, ...]) -> dic
                   "models.prepare.")
             return info
         vp = found
-    argv = [ctx.ph.resolve(a).replace("{vllm_python}", vp) if vp else ctx.ph.resolve(a) for a in argv_raw]
+    argv = [a.replace("{vllm_python}", vp) if vp else a for a in prepare_argv(ctx.profile, ctx.ph)]
     shown = scrub(shlex.join(argv), secrets)
     info["argv"] = shown
+    ctx.emit(Command(STEP, "tool", tuple(argv), format_command(argv)))
     done_pct = 0.0
 
     def on_line(text: str, ts: float) -> None:

@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 
 from .. import diagnostics as dg
-from ..commands import base_url, format_command, serve_argv, serve_env, target_model
+from .. import plan
+from ..commands import base_url, format_command, target_model
 from ..events import Command, Notice
 from ..logwatch import ServeLogWatcher
 from ..supervisor import ManagedProcess, port_free, port_holder, wait_port_free
@@ -64,7 +65,6 @@ class ServerRun:
         self.vllm_version: str | None = None
         self.dataset_path = ""
         self.served_name = target_model(self.prof, ctx.ph)  # placeholders resolved, as vLLM serves it
-        self.extra_serve_args: list[str] = []  # a tune arm's additions (per-request spec-decode metrics)
 
     # -- helpers -----------------------------------------------------------------------------------
     def diag(self, d: Any) -> None:
@@ -104,8 +104,8 @@ class ServerRun:
                 self.diag(dg.make("port-in-use", self.step, [f"{s.host}:{s.port} is in use{who}"],
                                   host=s.host, port=s.port))
                 return False
-        argv = serve_argv(self.prof, self.speculative, self.ctx.ph) + list(self.extra_serve_args)
-        extra_env = serve_env(self.prof, self.ctx.ph)
+        argv = plan.serve_argv(self.prof, self.speculative, self.vllm_version, self.ctx.ph)
+        extra_env = plan.serve_env(self.prof, self.ctx.ph)
         env = self._child_env(extra_env)
         cmd_text = format_command(argv, extra_env)
         self.ctx.emit(Command(self.step, "serve", tuple(argv), cmd_text))

@@ -1,0 +1,61 @@
+"""The one version type (tui.core.versions) of the engine and the simulator."""
+
+from __future__ import annotations
+
+import pytest
+
+from tui.core import versions
+from tui.core.commands import dataset_mode
+from tui.core.workloads import serve_flags_for_per_request
+
+
+@pytest.mark.parametrize("text, rel", [
+    ("0.11.1rc5", (0, 11, 1)),  # the old commands parser gave (0, 11, 15)
+    ("0.32.0+cpu", (0, 32, 0)),
+    ("0.33.0.dev12+g1234", (0, 33, 0)),
+    ("0.24.0.1.1.0", (0, 24, 0, 1, 1, 0)),
+    ("2.27.5334.0+f702b353", (2, 27, 5334, 0)),
+    ("1:2.32.28.0-1", (2, 32, 28, 0)),  # dpkg epoch and revision
+    ("12.4", (12, 4)),
+    ("2.x-beta", (2,)),
+    ("", None),
+    (None, None),
+    ("unknown", None),
+])
+def test_release(text, rel):
+    assert versions.release(text) == rel
+
+
+def test_ordering_is_pep440():
+    assert versions.parse("0.11.1rc5") < versions.parse("0.11.1") < versions.parse("0.11.2")
+    assert versions.parse("0.33.0.dev12+g1234") < versions.parse("0.33.0")
+    assert versions.parse("0.32.0+cpu") > versions.parse("0.31.9")
+
+
+@pytest.mark.parametrize("text, minimum, want", [
+    ("0.32.0rc1", (0, 32), True),  # an rc of 0.32 carries 0.32's flags
+    ("0.31.2", (0, 32), False),
+    ("0.32", (0, 32, 0), True),
+    ("0.11.1rc5", (0, 11, 2), False),
+    (None, (0, 32), None),
+])
+def test_at_least(text, minimum, want):
+    assert versions.at_least(text, minimum) is want
+
+
+def test_engine_and_simulator_share_it():
+    import tui.core.sysinfo as sysinfo
+    import tui.sim.bench as sim_bench
+    import tui.sim.serve as sim_serve
+    import tui.sim.standin as standin
+
+    assert sysinfo.version_tuple is versions.release
+    assert sim_bench.release is versions.release and sim_serve.release is versions.release
+    assert standin.release is versions.release
+    assert dataset_mode("0.33.0.dev12+g1234") == "custom-from-sonnet"
+    assert dataset_mode("0.31.0rc2") == "sonnet"
+    assert serve_flags_for_per_request("0.29.0rc1", True) == ["--per-request-spec-decode-metrics", "summary"]
+    assert serve_flags_for_per_request("0.28.9", True) == []
+    # the simulated serve parser has the per-request flag from 0.29 on, whatever the suffix
+    assert "--per-request-spec-decode-metrics" in sim_serve.build_parser("0.29.0+sim").format_help()
+    assert "--per-request-spec-decode-metrics" not in sim_serve.build_parser("0.28.1").format_help()
