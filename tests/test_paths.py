@@ -48,7 +48,8 @@ def test_default_run_dir_from_fresh_cwd_on_vllm_032(tmp_path: Path) -> None:
     prof = demo_variant(tmp_path, name="demo032", **{"simulation.vllm_version": "0.32.0",
                                                       "benchmark.num_prompts": 4})
     cp = run_cli(work, "--profile", str(prof), "--headless", timeout=300)
-    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-2000:]
+    # exit 1 only for the results step's verdict, which follows the wall clock (checked against the files below)
+    assert cp.returncode in (0, 1), cp.stdout[-3000:] + cp.stderr[-2000:]
     runs = list((work / "specdec-runs").iterdir())
     assert len(runs) == 1
     run = runs[0]
@@ -61,3 +62,7 @@ def test_default_run_dir_from_fresh_cwd_on_vllm_032(tmp_path: Path) -> None:
     assert statuses["baseline"] == "passed" and statuses["eagle3"] == "passed", statuses
     for name in ("baseline.json", "eagle3.json"):
         assert json.loads((run / name).read_text())["completed"] == 4
+    ratio = (json.loads((run / "eagle3.json").read_text())["output_throughput"]
+             / json.loads((run / "baseline.json").read_text())["output_throughput"])
+    assert report["exit_code"] == cp.returncode == (0 if ratio > 1.0 else 1)
+    assert all(st in ("passed", "warned") for sid, st in statuses.items() if sid != "results"), statuses
