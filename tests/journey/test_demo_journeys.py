@@ -115,7 +115,7 @@ def test_demo_playing_vllm_032_completes_from_a_fresh_directory(session, demo_03
     assert r.rc == 0, r.why()
     assert run_dir.parent == session.cwd / "specdec-runs"
     assert_named_files_exist(r, session.cwd)
-    assert (run_dir / "sonnet.custom.jsonl").is_file() and (run_dir / "sonnet.custom.meta.json").is_file()
+    assert (run_dir / "sonnet.custom.jsonl").is_file() and (run_dir / "sonnet.custom.jsonl.meta.json").is_file()
     assert not (run_dir / "specdec-runs").exists(), "a path was resolved against the run directory twice"
     rep = load(run_dir / "report.json")
     assert rep["runs"]["baseline"]["dataset_mode"] == "custom-from-sonnet"
