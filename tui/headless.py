@@ -135,7 +135,7 @@ class HeadlessRenderer:
             c.rule(f"[bold]{escape(title)}[/] [dim]({step})[/]", align="left")
         if isinstance(e, ev.RunStarted):
             sim = " [bold magenta]SIMULATED[/]" if e.simulated else ""
-            c.print(f"[bold]specdec-tui[/] profile [cyan]{escape(e.profile)}[/]{sim} → {escape(e.run_dir)}")
+            c.print(f"[bold]specdec-tui[/] profile [cyan]{escape(e.profile)}[/]{sim} → {escape(e.run_dir)}", soft_wrap=True)
         elif isinstance(e, ev.StepStarted):
             # The header is printed with the step's first output, so skipped steps take one line each.
             self._pending_rule = (e.step, e.title)
@@ -183,7 +183,7 @@ class HeadlessRenderer:
             c.print(f"{indent}[dim]$ {escape(e.text)}[/]", soft_wrap=True)
         elif isinstance(e, ev.Artifact):
             if self.verbose:
-                c.print(f"  [dim]wrote {escape(e.name)}: {escape(e.path)}[/]")
+                c.print(f"  [dim]wrote {escape(e.name)}: {escape(e.path)}[/]", soft_wrap=True)
         elif isinstance(e, ev.StepFinished):
             self._phase_stop()
             self.step_rows.append((e.step, e.status, e.seconds, e.summary))
@@ -257,5 +257,5 @@ class HeadlessRenderer:
             t.add_row(self._title(sid), f"[{style}]{status}[/]", f"{secs:.1f}s", escape(summary))
         c.print(t)
         if e.report_path:
-            c.print(f"report: {escape(e.report_path)}")
+            c.print(f"report: {escape(e.report_path)}", soft_wrap=True)  # a path the user copies: never broken
         c.print(f"exit code {e.exit_code}")
