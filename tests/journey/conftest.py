@@ -275,3 +275,9 @@ def two_arm_ratio(run_dir: Path) -> float:
     b = load(run_dir / "baseline.json")["output_throughput"]
     e = load(run_dir / "eagle3.json")["output_throughput"]
     return e / b
+
+
+def expected_rc(run_dir: Path) -> int:
+    """The exit code a finished two-arm run owes its user: 0 when EAGLE3 beat the baseline, 1 when the
+    results step failed on "throughput regressed" (both read from the run's own result files)."""
+    return 0 if two_arm_ratio(run_dir) > 1.0 else 1

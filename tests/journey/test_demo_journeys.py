@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Session, assert_named_files_exist, load, two_arm_ratio, user_env
+from .conftest import Session, assert_named_files_exist, expected_rc, load, two_arm_ratio, user_env
 
 RUN_TIMEOUT_S = 900
 CTRL_Q = b"\x11"
@@ -29,15 +29,19 @@ def session(tmp_path_factory) -> Session:
 
 
 def check_two_arm_run(run_dir: Path, stderr: str | None = None) -> float:
-    """A finished two-arm run: every step passed, the speedup everywhere is the ratio of the result files."""
+    """A finished two-arm run: every step before results passed, the speedup everywhere is the ratio of the
+    result files, and the results step's verdict (and so the exit code) follows that ratio (a simulated speedup
+    follows the wall clock of a shared machine: never asserted on its own)."""
     rep = load(run_dir / "report.json")
     st = {s["id"]: s["status"] for s in rep["steps"]}
     assert list(st) == STEPS
-    assert all(st[s] in ("passed", "warned") for s in STEPS), st
+    assert all(st[s] in ("passed", "warned") for s in STEPS[:-1]), st
     for name in ("baseline.json", "eagle3.json"):
         f = load(run_dir / name)
         assert f["completed"] == f["num_prompts"] and f["failed"] == 0, name
     ratio = two_arm_ratio(run_dir)
+    assert (st["results"] in ("passed", "warned")) == (ratio > 1.0), (ratio, st)
+    assert rep["exit_code"] == expected_rc(run_dir), (ratio, rep["exit_code"])
     assert rep["comparison"]["output_throughput_speedup"] == pytest.approx(ratio, abs=1e-3)
     shown = f"{ratio:.2f}x"
     assert shown in rep["verdict"]["text"], (shown, rep["verdict"])
@@ -112,7 +116,7 @@ def test_demo_playing_vllm_032_completes_from_a_fresh_directory(session, demo_03
     directory, whatever the user's working directory is (issue 15: it was written to a doubled path)."""
     r, run_dir = demo_032
     assert "Traceback" not in r.stderr, r.why()
-    assert r.rc == 0, r.why()
+    assert r.rc == expected_rc(run_dir), r.why()
     assert run_dir.parent == session.cwd / "specdec-runs"
     assert_named_files_exist(r, session.cwd)
     assert (run_dir / "sonnet.custom.jsonl").is_file() and (run_dir / "sonnet.custom.jsonl.meta.json").is_file()
@@ -126,7 +130,7 @@ def test_demo_playing_vllm_032_completes_from_a_fresh_directory(session, demo_03
 def test_demo_headless_from_a_fresh_directory(session, demo_headless):
     r, run_dir = demo_headless
     assert "Traceback" not in r.stderr, r.why()
-    assert r.rc == 0, r.why()
+    assert r.rc == expected_rc(run_dir), r.why()
     assert run_dir.parent == session.cwd / "specdec-runs" and run_dir.name.endswith("-demo")
     named = assert_named_files_exist(r, session.cwd)
     report = f"specdec-runs/{run_dir.name}/report.json"
@@ -144,7 +148,7 @@ def test_demo_wizard_in_a_pseudo_terminal(session, demo_wizard):
     screen = seen["results"]
     assert headline in screen, f"the Results pane does not show {headline!r}:\n{screen}"
     assert f"speedup {ratio:.2f}x" in seen["pane"], screen
-    assert code == 0, f"ctrl+q after a passed run exits {code}:\n{seen['after']}"
+    assert code == expected_rc(run_dir), f"ctrl+q after the run exits {code}:\n{seen['after']}"
     check_two_arm_run(run_dir)
     session.assert_nothing_left()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Session, assert_named_files_exist, load, two_arm_ratio, user_env
+from .conftest import Session, assert_named_files_exist, expected_rc, load, two_arm_ratio, user_env
 
 pytestmark = pytest.mark.realvllm
 
@@ -57,7 +57,8 @@ def tune_run(session, cpu_run):
 def test_cpu_profile_runs_all_six_steps_from_a_fresh_directory(session, cpu_run):
     r, run_dir = cpu_run
     assert "Traceback" not in r.stderr, r.why()
-    assert r.rc == 0, r.why()
+    # the verdict (and so the exit code) follows the result files: on 2 shared cores either way is honest
+    assert r.rc == expected_rc(run_dir), r.why()
     assert run_dir.parent == session.cwd / "specdec-runs" and run_dir.name.endswith("-cpu")
     named = assert_named_files_exist(r, session.cwd)
     assert f"specdec-runs/{run_dir.name}/report.json" in named, named
@@ -65,7 +66,9 @@ def test_cpu_profile_runs_all_six_steps_from_a_fresh_directory(session, cpu_run)
     st = {s["id"]: s["status"] for s in rep["steps"]}
     assert list(st) == ["env", "checkpoints", "dataset", "baseline", "eagle3", "results"]
     for s in st:
-        assert st[s] in ("passed", "warned"), (s, st, r.stderr[-6000:])
+        if s != "results":
+            assert st[s] in ("passed", "warned"), (s, st, r.stderr[-6000:])
+    assert (st["results"] in ("passed", "warned")) == (expected_rc(run_dir) == 0), st
     assert rep["simulated"] is False
     assert rep["versions"]["vllm"].startswith("0.32.0")
     # vLLM 0.32 has no sonnet dataset: the prompts were built into the run directory, not a doubled path.
@@ -146,7 +149,9 @@ def test_real_tune_from_a_fresh_directory(session, tune_run):
     st = {s["id"]: s["status"] for s in rep["steps"]}
     assert list(st) == ["env", "checkpoints", "dataset", "baseline", "eagle3-k2", "results"]
     for s in st:
-        assert st[s] in ("passed", "warned"), (s, st, r.stderr[-6000:])
+        if s != "results":
+            assert st[s] in ("passed", "warned"), (s, st, r.stderr[-6000:])
+    assert (st["results"] in ("passed", "warned")) == (expected_rc(run_dir) == 0), st
     assert (run_dir / "sonnet.custom.jsonl").is_file() and not (run_dir / "specdec-runs").exists()
     session.assert_nothing_left()
 
