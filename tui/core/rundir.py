@@ -516,32 +516,45 @@ def _shape_problem(state: Any) -> str | None:
     return None
 
 
-def read_state(directory: Path) -> dict[str, Any] | None:
-    """The state.json of `directory`, validated: None when there is none; RunDirStateError when it is damaged."""
+def state_problem(directory: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(state, None) for a sound state.json of `directory`, (None, None) when there is none, (None, why) when it
+    is damaged: "state.json is damaged: …" / "state.json is not a specdec-tui state: …" (one sentence)."""
     sp = Path(directory) / "state.json"
     if not sp.exists() and not sp.is_symlink():
-        return None
-    fix = ("It is left as it is. Move it aside to start afresh in that directory, or choose another --run-dir.")
+        return None, None
     if not sp.is_file():
-        raise RunDirStateError(f"run directory {directory}: state.json is not a regular file. {fix}")
+        return None, "state.json is not a regular file"
     try:
         data = sp.read_bytes()
     except OSError as exc:
-        raise RunDirStateError(f"run directory {directory}: state.json cannot be read ({exc.strerror}). {fix}") from None
+        return None, f"state.json cannot be read ({exc.strerror})"
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise RunDirStateError(
-            f"run directory {directory}: state.json is damaged: it is not UTF-8 text (byte 0x{data[exc.start]:02x} "
-            f"at offset {exc.start}). {fix}") from None
+        return None, (f"state.json is damaged: it is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                      f"{exc.start})")
     try:
         state = json.loads(text)
     except ValueError as exc:
         what = "empty" if not text.strip() else f"not valid JSON ({exc})"
-        raise RunDirStateError(f"run directory {directory}: state.json is damaged (truncated?): it is {what}. {fix}") from None
+        return None, f"state.json is damaged (truncated?): it is {what}"
     problem = _shape_problem(state)
     if problem:
-        raise RunDirStateError(f"run directory {directory}: state.json is not a specdec-tui state: {problem}. {fix}")
+        return None, f"state.json is not a specdec-tui state: {problem}"
+    from .schema import state_facts_problem
+
+    problem = state_facts_problem(state)
+    if problem:
+        return None, f"state.json is damaged: {problem}"
+    return state, None
+
+
+def read_state(directory: Path) -> dict[str, Any] | None:
+    """The state.json of `directory`, validated: None when there is none; RunDirStateError when it is damaged."""
+    state, problem = state_problem(directory)
+    if problem:
+        fix = "It is left as it is. Move it aside to start afresh in that directory, or choose another --run-dir."
+        raise RunDirStateError(f"run directory {directory}: {problem}. {fix}")
     return state
 
 
