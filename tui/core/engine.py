@@ -414,7 +414,7 @@ class Engine:
         self._kept = self._plan_continuation()
         self.run.claim()
         self.run.state.update({"profile": prof.name, "profile_source": prof.source, "simulated": prof.simulated,
-                               "requested_steps": self.steps, "started": time.time()})
+                               "tune": is_tune(prof), "requested_steps": self.steps, "started": time.time()})
         try:
             if self.run.setup_error is not None:
                 raise self.run.setup_error

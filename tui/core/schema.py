@@ -251,7 +251,8 @@ def result_problem(path: Path) -> str | None:
     except OSError as exc:
         return f"cannot be read ({exc.strerror or exc})"
     except BenchParseError as exc:
-        return str(getattr(exc, "problem", None) or exc)
+        why = str(getattr(exc, "problem", None) or exc)
+        return why if len(why) <= 200 else why[:199] + "…"
     except (ValueError, TypeError) as exc:
         return f"is not a bench result ({exc})"
     return None
