@@ -97,9 +97,6 @@ def open_run(path: str | Path) -> ClosedRun:
     if not isinstance(schema, str) or not schema.startswith(REPORT_SCHEMA_PREFIX):
         raise OpenRunError(f"--open {raw}: report.json is not a specdec-tui report (schema {schema!r}, expected "
                            f"{REPORT_SCHEMA_PREFIX}1). Give the directory of a specdec-tui run.")
-    if not isinstance(report.get("steps"), list) or not all(isinstance(s, dict) and isinstance(s.get("id"), str)
-                                                            for s in report["steps"]):
-        raise OpenRunError(f"--open {raw}: report.json has no list of steps; it is damaged or from another tool.")
     from .core.rundir import state_problem
     from .core.schema import report_problem
 
@@ -107,6 +104,8 @@ def open_run(path: str | Path) -> ClosedRun:
     if problem:
         raise OpenRunError(f"--open {raw}: report.json is damaged: {problem}. Nothing was opened and the file is left "
                            "as it is; its report.md and the step logs are still there to read as files.")
+    if not isinstance(report.get("steps"), list):
+        raise OpenRunError(f"--open {raw}: report.json has no list of steps; it is damaged or from another tool.")
     notes: list[str] = []
     state, problem = state_problem(d)
     if problem:
