@@ -764,3 +764,279 @@ def test_redact_event_covers_every_text_field():
         assert rundir.redact_event(line) is line
     finally:
         rundir._REDACTOR.clear_registered()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 9. Saved files read back through a schema (compare, --open, continuation, --steps results), run directories
+#    reused by a run of another shape, gates a run cannot produce, an interrupted bench (issue 18)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _closed_run(root: Path, tune: bool) -> Path:
+    """A finished run directory (report.json, state.json, profile.toml, logs) as a run writes it, without running."""
+    sys.path.insert(0, str(REPO / "tests" / "snapshot_apps"))
+    from snapshot_apps import tune as tune_app
+
+    return tune_app.write_closed_run(root / ("tune" if tune else "two"), tune=tune)
+
+
+def _mutate(path: Path, fn) -> None:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    fn(doc)
+    path.write_text(json.dumps(doc), encoding="utf-8")
+
+
+def _set(keys: str, value):
+    """A mutation: doc[k1][k2]... = value (list indexes as digits)."""
+    def fn(doc):
+        parts = keys.split("/")
+        cur = doc
+        for k in parts[:-1]:
+            cur = cur[int(k)] if isinstance(cur, list) else cur[k]
+        last = parts[-1]
+        if isinstance(cur, list):
+            cur[int(last)] = value
+        else:
+            cur[last] = value
+    return fn
+
+
+REPORT_DAMAGE = [
+    ("arm-not-object", True, _set("matrix/arms/1", "x"), "matrix.arms[1] is text 'x', expected an object"),
+    ("mean-is-text", True, _set("matrix/cells/eagle3-k1/sonnet/output_throughput/mean", "fast"),
+     "matrix.cells.eagle3-k1.sonnet.output_throughput.mean is text 'fast', expected a number"),
+    ("interval-one-end", True, _set("matrix/cells/eagle3-k1/sonnet/speedup/ci95", [1.0]),
+     "matrix.cells.eagle3-k1.sonnet.speedup.ci95 has 1 items, expected 2"),
+    ("recommendation-number", True, _set("matrix/recommendation/sonnet", 3),
+     "matrix.recommendation.sonnet is the number 3, expected an object"),
+    ("workloads-not-list", True, _set("matrix/workloads", "sonnet"), "matrix.workloads is text 'sonnet', expected a list"),
+    ("runs-list", False, _set("runs/baseline", []), "runs.baseline is a list of 0, expected an object"),
+    ("throughput-text", False, _set("runs/eagle3/output_throughput", "139"),
+     "runs.eagle3.output_throughput is text '139', expected a number"),
+    ("settings-text", False, _set("settings", "neuron"), "settings is text 'neuron', expected an object"),
+    ("verdict-text-number", False, _set("verdict/text", 5), "verdict.text is the number 5, expected text"),
+    ("step-without-id", False, _set("steps/0", {"status": "passed"}), "steps[0].id is missing"),
+    ("severity-unknown", False, _set("diagnostics/0/severity", "fatal"),
+     "diagnostics[0].severity is text 'fatal', expected one of error, warning, info"),
+    ("speedup-text", False, _set("comparison/output_throughput_speedup", "1.2x"),
+     "comparison.output_throughput_speedup is text '1.2x', expected a number"),
+    ("exit-code-text", False, _set("exit_code", "0"), "exit_code is text '0', expected a whole number"),
+    ("odd-key", False, _set("runs/a\nb", 1), "runs['a\\nb'] is the number 1, expected an object"),
+]
+
+
+@pytest.mark.parametrize("tune,mutate,fragment", [c[1:] for c in REPORT_DAMAGE], ids=[c[0] for c in REPORT_DAMAGE])
+def test_damaged_report_is_named_by_compare_and_open(capsys, monkeypatch, tmp_path, tune, mutate, fragment):
+    good = _closed_run(tmp_path / "good", tune=not tune)
+    run = _closed_run(tmp_path, tune)
+    _mutate(run / "report.json", mutate)
+    before = snapshot(tmp_path)
+    for args in (("compare", str(good), str(run)), ("compare", "--json", str(run)), ("compare", "--headless", str(run)),
+                 ("--open", str(run))):
+        rc, out, err = inproc(capsys, monkeypatch, tmp_path, *args)
+        assert rc == 2, err
+        one_paragraph_error(err)
+        assert "report.json is damaged: " + fragment in err, err
+        assert out == ""
+    assert snapshot(tmp_path) == before
+
+
+STATE_DAMAGE = [
+    ("bench-list", False, _set("steps/baseline/facts/bench", []),
+     "steps.baseline.facts.bench is a list of 0, expected an object"),
+    ("bench-number-text", False, _set("steps/eagle3/facts/bench/output_throughput", "fast"),
+     "steps.eagle3.facts.bench.output_throughput is text 'fast', expected a number"),
+    ("phases-text", False, _set("steps/baseline/facts/startup/phases", "x"),
+     "steps.baseline.facts.startup.phases is text 'x', expected a list"),
+    ("repeats-not-list", True, _set("steps/eagle3-k1/facts/repeats", {"sonnet": {}}),
+     "steps.eagle3-k1.facts.repeats.sonnet is an object, expected a list"),
+    ("smoke-passed-text", True, _set("steps/baseline/facts/smoke/passed", "yes"),
+     "steps.baseline.facts.smoke.passed is text 'yes', expected true or false"),
+    ("dataset-bytes-text", False, _set("steps/dataset/facts/bytes", "22 kB"),
+     "steps.dataset.facts.bytes is text '22 kB', expected a whole number"),
+]
+
+
+@pytest.mark.parametrize("tune,mutate,fragment", [c[1:] for c in STATE_DAMAGE], ids=[c[0] for c in STATE_DAMAGE])
+def test_damaged_state_is_named_by_open_continuation_and_results(capsys, monkeypatch, tmp_path, tune, mutate,
+                                                                 fragment):
+    run = _closed_run(tmp_path, tune)
+    _mutate(run / "state.json", mutate)
+    before = snapshot(tmp_path)
+    prof = str(run / "profile.toml")
+    for args in (("--open", str(run)),
+                 ("--profile", prof, "--headless", "--steps", "results", "--run-dir", str(run)),
+                 ("--profile", prof, "--headless", "--json", "--run-dir", str(run))):
+        rc, out, err = inproc(capsys, monkeypatch, tmp_path, *args)
+        assert rc == 2, err
+        one_paragraph_error(err)
+        assert "state.json is damaged: " + fragment in err, err
+    assert snapshot(tmp_path) == before
+
+
+def test_engine_refuses_damaged_facts_without_the_cli_check(tmp_path):
+    """The wizard builds the Engine itself: a state whose facts are damaged is refused there too, untouched."""
+    import asyncio
+
+    from tui.core.engine import Engine
+    from tui.core.profile import load_profile
+
+    run = _closed_run(tmp_path, False)
+    _mutate(run / "state.json", _set("steps/baseline/facts/bench", "fast"))
+    before = snapshot(run)
+    events = []
+    eng = Engine(load_profile(str(run / "profile.toml")), run, events.append, steps=["results"])
+    assert asyncio.run(eng.run_all()) == 2 and snapshot(run) == before
+    assert any("steps.baseline.facts.bench is text 'fast'" in getattr(e, "text", "") for e in events)
+
+
+def test_damaged_result_file_without_recorded_numbers(capsys, monkeypatch, tmp_path):
+    """A state from an older specdec-tui: baseline passed without its numbers, which come from baseline.json; a
+    baseline.json that is not a bench result is named, not silently dropped."""
+    run = _closed_run(tmp_path, False)
+    _mutate(run / "state.json", lambda d: d["steps"]["baseline"]["facts"].pop("bench"))
+    (run / "baseline.json").write_text(json.dumps({"date": "20260101", "completed": "thirty", "duration": 1.0}))
+    before = snapshot(run)
+    rc, _, err = inproc(capsys, monkeypatch, tmp_path, "--profile", str(run / "profile.toml"), "--headless", "--steps",
+                        "results", "--run-dir", str(run))
+    assert rc == 2, err
+    one_paragraph_error(err)
+    assert "the result file baseline.json is damaged" in err and "key 'completed' is not a number: 'thirty'" in err, err
+    assert snapshot(run) == before
+
+
+SHAPE_CASES = [
+    ("two-arm-by-tune", False, 'extends = "tune-demo"\nname = "demo"\n',
+     "holds a two-arm run (baseline vs eagle3), and profile 'demo' is a tune run"),
+    ("tune-by-two-arm", True, 'extends = "demo"\nname = "tune-demo"\n',
+     "holds a tune run, and profile 'tune-demo' is a two-arm run (baseline vs eagle3)"),
+    ("tune-by-fewer-arms", True, 'extends = "tune-demo"\nname = "tune-demo"\n[tune]\nnum_speculative_tokens = [1, 2]\n',
+     "holds step(s) eagle3-k3 that profile 'tune-demo' does not have"),
+    ("tune-by-other-drafts", True,
+     'extends = "tune-demo"\nname = "tune-demo"\n[tune.drafts.a]\nmodel = "RedHatAI/gpt-oss-120b-speculator.eagle3"\n'
+     '[tune.drafts.b]\nmodel = "RedHatAI/gpt-oss-120b-speculator.eagle3"\n',
+     "holds step(s) eagle3-k1, eagle3-k2, eagle3-k3 that profile 'tune-demo' does not have"),
+]
+
+
+@pytest.mark.parametrize("tune,profile_text,fragment", [c[1:] for c in SHAPE_CASES], ids=[c[0] for c in SHAPE_CASES])
+def test_run_dir_of_another_shape_is_refused_untouched(capsys, monkeypatch, tmp_path, tune, profile_text, fragment):
+    run = _closed_run(tmp_path, tune)
+    prof = tmp_path / "other.toml"
+    prof.write_text(profile_text)
+    before = snapshot(tmp_path)
+    for steps in ("env", "results"):
+        rc, _, err = inproc(capsys, monkeypatch, tmp_path, "--profile", str(prof), "--headless", "--steps", steps,
+                            "--run-dir", str(run))
+        assert rc == 2, err
+        one_paragraph_error(err)
+        assert fragment in err and "left as it is" in err, err
+    assert snapshot(tmp_path) == before
+
+
+def test_run_dir_shape_rules_directly(tmp_path):
+    """More arms than the saved run (extending the matrix) may continue it; a state that says nothing of its
+    shape (only the checks ran) fits either; the engine writes the shape it ran."""
+    from tui.core.profile import load_profile
+
+    run = _closed_run(tmp_path, True)
+    more = load_profile("tune-demo").with_values({"tune.num_speculative_tokens": [1, 2, 3, 4]})
+    assert rundir.check_reuse(run, more) is not None
+    state = {"profile": "demo", "steps": {"env": {"status": "passed"}}}
+    assert rundir.shape_mismatch(state, load_profile("tune-demo")) is None
+    assert rundir.shape_mismatch(dict(state, tune=True), load_profile("demo")) is not None
+
+
+GATE_CASES = [
+    ("speedup-lo-two-arm", "--demo", "speedup_lo>1", "speedup_lo is the lower end of a tune run's speedup interval"),
+    ("metrics-speedup-lo-two-arm", "--demo", "metrics.speedup_lo>1", "a two-arm run (one bench per arm, no interval)"),
+    ("matrix-on-two-arm", "--demo", "matrix.cells.eagle3-k1.sonnet.speedup.ratio>1",
+     "'matrix' is written by tune runs only"),
+    ("unknown-arm-runs", "--demo", "runs.eagle3-k2.output_throughput>1",
+     "arm 'eagle3-k2' is not an arm of this profile (its arms: baseline, eagle3)"),
+    ("unknown-report-key", "--demo", "runz.eagle3.output_throughput>1", "report.json has no 'runz'"),
+    ("unknown-comparison-key", "--demo", "comparison.speedup>1", "comparison has no 'speedup'"),
+    ("unknown-metric", "--demo", "metrics.speed>1", "metrics has no 'speed'"),
+    ("comparison-on-tune", "tune-demo", "comparison.output_throughput_speedup>1",
+     "'comparison' (baseline vs eagle3) is filled by two-arm runs only"),
+    ("unknown-arm-matrix", "tune-demo", "matrix.cells.eagle3-k7.sonnet.speedup.ratio>1",
+     "arm 'eagle3-k7' is not an arm of this profile (its arms: baseline, eagle3-k1, eagle3-k2, eagle3-k3)"),
+    ("unknown-workload", "tune-demo", "matrix.cells.eagle3-k1.code.speedup.ratio>1",
+     "workload 'code' is not benchmarked by this profile (its workloads: sonnet, chat)"),
+    ("unknown-workload-recommendation", "tune-demo", "matrix.recommendation.code.arm>1", "workload 'code'"),
+    ("speedup-lo-one-repeat", "ONE_REPEAT", "speedup_lo>1", "tune.repeats = 1 gives none"),
+]
+
+
+@pytest.mark.parametrize("profile,expect,fragment", [c[1:] for c in GATE_CASES], ids=[c[0] for c in GATE_CASES])
+def test_gate_the_run_cannot_produce_is_refused_before_anything(capsys, monkeypatch, tmp_path, profile, expect,
+                                                                fragment):
+    if profile == "ONE_REPEAT":
+        (tmp_path / "one.toml").write_text('extends = "tune-demo"\nname = "one"\n[tune]\nrepeats = 1\n')
+        profile = str(tmp_path / "one.toml")
+    prof = ["--demo"] if profile == "--demo" else ["--profile", profile]
+    before = snapshot(tmp_path)
+    for extra in ((), ("--json",), ("--run-dir", str(tmp_path / "run"))):
+        rc, out, err = inproc(capsys, monkeypatch, tmp_path, *prof, "--headless", "--expect", expect, *extra)
+        assert rc == 2, err
+        one_paragraph_error(err)
+        assert "can never pass" in err and fragment in err and "Nothing was run" in err, err
+    assert snapshot(tmp_path) == before and not (tmp_path / "run").exists()
+
+
+def test_gates_a_run_can_produce_are_accepted():
+    from tui.core import gates
+    from tui.core.profile import load_profile
+
+    two, tune = load_profile("demo"), load_profile("tune-demo")
+    for text in ("speedup>=1.1", "runs.eagle3.acceptance_rate>50", "comparison.median_tpot_ratio<1",
+                 "steps.0.seconds>0", "metrics.acceptance>1"):
+        gates.check_producible(gates.parse_all([text]), two)
+    for text in ("speedup_lo>1", "matrix.cells.eagle3-k2.chat.speedup.ratio>1", "runs.eagle3-k3.output_throughput>1",
+                 "matrix.recommendation.sonnet.repeats_needed<3", "launches.1.startup_s<600"):
+        gates.check_producible(gates.parse_all([text]), tune)
+
+
+STALL_BENCH = FIXTURES / "fakes" / "stall_bench.py"
+
+
+@pytest.mark.parametrize("how", ["sigint", "timeout"])
+def test_interrupted_bench_output_is_never_taken_for_a_result(tmp_path, how):
+    """A bench that wrote half its result file and then stalls: stopped by a signal (exit 130, the step interrupted)
+    or by benchmark.timeout_s (exit 1, the step failed). Its output is left as baseline.json.partial, the step's
+    summary says so, and a later `--steps results` does not read it as the baseline's numbers."""
+    from e2e_util import demo_variant
+
+    extra = {"benchmark__timeout_s": 3.0} if how == "timeout" else {}
+    prof = demo_variant(tmp_path, "stall", server__command=["{python}", str(STALL_BENCH)], **extra)
+    run = tmp_path / "run"
+    env = child_env(tmp_path)
+    env[MARK_VAR] = mark = f"stall-{os.getpid()}-{time.monotonic_ns()}"
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    app = subprocess.Popen([sys.executable, "-m", "tui", "--profile", str(prof), "--headless", "--steps", "baseline",
+                            "--run-dir", str(run)], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        if how == "sigint":
+            assert wait_for(lambda: (run / "baseline.json").exists(), 120)
+            time.sleep(0.3)
+            app.send_signal(signal.SIGINT)
+        err = app.communicate(timeout=120)[1]
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.communicate()
+    assert app.returncode == (130 if how == "sigint" else 1), err
+    assert "Traceback" not in err and not leftovers_after(mark)
+    assert not (run / "baseline.json").exists()
+    assert (run / "baseline.json.partial").read_text().startswith('{"date"')
+    status = {"sigint": "interrupted", "timeout": "failed"}[how]
+    rep = json.loads((run / "report.json").read_text())
+    step = {s["id"]: s for s in rep["steps"]}["baseline"]
+    assert step["status"] == status and "baseline.json.partial" in step["summary"] + err
+    if how == "sigint":
+        assert "interrupted during the benchmark" in step["summary"]
+    before = (run / "baseline.json.partial").read_bytes()
+    r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--steps", "results", "--run-dir", str(run))
+    assert r.rc == 1 and "missing: baseline, eagle3" in r.err and "Traceback" not in r.both, r.err
+    assert (run / "baseline.json.partial").read_bytes() == before and not r.leftovers

@@ -97,18 +97,20 @@ def open_run(path: str | Path) -> ClosedRun:
     if not isinstance(schema, str) or not schema.startswith(REPORT_SCHEMA_PREFIX):
         raise OpenRunError(f"--open {raw}: report.json is not a specdec-tui report (schema {schema!r}, expected "
                            f"{REPORT_SCHEMA_PREFIX}1). Give the directory of a specdec-tui run.")
-    if not isinstance(report.get("steps"), list) or not all(isinstance(s, dict) and isinstance(s.get("id"), str)
-                                                            for s in report["steps"]):
+    from .core.rundir import state_problem
+    from .core.schema import report_problem
+
+    problem = report_problem(report)
+    if problem:
+        raise OpenRunError(f"--open {raw}: report.json is damaged: {problem}. Nothing was opened and the file is left "
+                           "as it is; its report.md and the step logs are still there to read as files.")
+    if not isinstance(report.get("steps"), list):
         raise OpenRunError(f"--open {raw}: report.json has no list of steps; it is damaged or from another tool.")
     notes: list[str] = []
-    state = None
-    if (d / "state.json").is_file():
-        try:
-            state = _read_json(d / "state.json")
-            if not isinstance(state, dict):
-                state = None
-        except (OSError, UnicodeDecodeError, ValueError):
-            notes.append("state.json is damaged: the steps' saved facts are not shown (report.json is).")
+    state, problem = state_problem(d)
+    if problem:
+        raise OpenRunError(f"--open {raw}: {problem}. Nothing was opened and the file is left as it is; the run's "
+                           "report.md and the step logs are still there to read as files.")
     profile = None
     if (d / "profile.toml").is_file():
         try:

@@ -266,6 +266,8 @@ def _main(argv: list[str] | None) -> int:
 
     try:
         expectations = gates.parse_all(args.expect)
+        if profile is not None:
+            gates.check_producible(expectations, profile)  # a gate that can never pass: refused before any run
     except ValueError as exc:
         return _fail_usage(str(exc))
     if expectations and not (args.headless or args.json):

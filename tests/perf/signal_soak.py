@@ -1,12 +1,15 @@
-"""Signal soak (not a test): kill a headless demo run at random moments and count what is left behind.
+"""Signal soak (not a test): kill a headless run at random moments and count what is left behind.
 
     python tests/perf/signal_soak.py                     # 20 trials each of SIGINT, SIGTERM, SIGHUP, SIGKILL, pty-close
     python tests/perf/signal_soak.py --trials 2 --kinds SIGINT,SIGKILL
     python tests/perf/signal_soak.py --trials 5 --seed 7 --keep   # keep the run directories
+    python tests/perf/signal_soak.py --shapes tune --trials 3      # only the tune run
 
-Each trial runs the demo profile (on a free loopback port, with the fast simulator timings the e2e tests
-use) as `specdec-tui --profile P --headless` in a child process, waits a random time between 0.2 s and
-the length of an undisturbed run (measured once first, or --max-delay), then:
+Each trial runs a profile of one of two shapes (--shapes, both by default: every kind is tried on each): the
+demo's two-arm run (baseline vs EAGLE3) and a small tune run (tune-demo with baseline + k = 1, 2, one repeat on
+sonnet), on a free loopback port with the fast simulator timings the e2e tests use, as `specdec-tui --profile P
+--headless` in a child process. It waits a random time between 0.2 s and the length of an undisturbed run of
+that shape (measured once first, or --max-delay), then:
 
   SIGINT / SIGTERM / SIGHUP / SIGKILL   sends that signal to the app;
   pty-close                             the app runs on a pseudo-terminal that is its controlling terminal
@@ -18,9 +21,12 @@ After the app has exited (or been killed after --exit-timeout), it waits for the
 (--grace: the watchdog takes the server down after a SIGKILL) and counts, per kind:
 
   leftover   processes still alive that carry the trial's marker variable (servers, bench, watchdogs)
-  state_bad  state.json missing, not strict JSON, or not a valid state (tui.core.rundir.read_state)
-  report_bad report.json present but not strict JSON (a missing report is expected after SIGKILL; counted
-             apart as report_missing)
+  state_bad  state.json missing, not strict JSON, or not a valid state (tui.core.rundir.read_state, which
+             checks the saved facts against tui/core/schema.py too)
+  report_bad report.json present but not strict JSON or not of the report's shape (tui.core.schema; a missing
+             report is expected after SIGKILL; counted apart as report_missing)
+  fake_result a file under a result's name (baseline.json, eagle3-k1.sonnet.r1.json …) that is not a bench
+             result: an interrupted bench must leave its output as *.partial (counted apart as partial)
   tmp        temp files (*.tmp) left in the run directory
   port_busy  the server port still bound after the grace period
 
@@ -35,6 +41,7 @@ import json
 import os
 import pty
 import random
+import re
 import shutil
 import signal
 import socket
@@ -52,11 +59,28 @@ sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
 
-from e2e_util import child_env, demo_variant, port_is_free  # noqa: E402
+from e2e_util import FAST_SIM, child_env, demo_variant, free_port, port_is_free  # noqa: E402
 from tui.core.rundir import RunDirStateError, read_state  # noqa: E402
+from tui.core.schema import report_problem, result_problem  # noqa: E402
 
 MARK_VAR = "SPECDEC_SOAK_MARK"
 KINDS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGKILL", "pty-close")
+SHAPES = ("two-arm", "tune")
+RESULT_NAME = re.compile(r"^(baseline|eagle3|[a-z0-9]+-k\d+(-[a-z0-9_]+)?)(\.[a-z0-9_-]+\.r\d+)?\.json$")
+
+
+def make_profile(shape: str, work: Path) -> Path:
+    """The trial's profile: the demo (two-arm) or a small tune run (baseline + k = 1, 2, one repeat on sonnet)."""
+    if shape == "two-arm":
+        return demo_variant(work, "soak")
+    from tui.core.profile import load_profile
+
+    values = dict(FAST_SIM, **{"benchmark.num_prompts": 6, "benchmark.output_len": 32, "server.port": free_port(),
+                               "name": "soak-tune", "tune.num_speculative_tokens": [1, 2], "tune.repeats": 1,
+                               "tune.workloads": ["sonnet"], "tune.probe_prompts": 0})
+    path = work / "soak-tune.toml"
+    path.write_text(load_profile("tune-demo").with_values(values).to_toml())
+    return path
 
 
 def _marked(mark: str) -> list[psutil.Process]:
@@ -95,9 +119,10 @@ def _drain(fd: int) -> None:
             return
 
 
-def run_trial(kind: str | None, delay: float, work: Path, exit_timeout: float, grace: float) -> dict:
+def run_trial(kind: str | None, delay: float, work: Path, exit_timeout: float, grace: float,
+              shape: str = "two-arm") -> dict:
     work.mkdir(parents=True, exist_ok=True)
-    prof = demo_variant(work, "soak")
+    prof = make_profile(shape, work)
     from tui.core.profile import load_profile
 
     port = load_profile(str(prof)).server.port
@@ -166,17 +191,24 @@ def run_trial(kind: str | None, delay: float, work: Path, exit_timeout: float, g
     report = run_dir / "report.json"
     report_missing = not report.exists()
     report_bad = report.exists() and not _strict_json(report)
+    if report.exists() and not report_bad:
+        report_bad = report_problem(json.loads(report.read_text(encoding="utf-8"))) is not None
     tmp = len(list(run_dir.rglob("*.tmp"))) if run_dir.exists() else 0
+    results = [p for p in run_dir.glob("*.json") if RESULT_NAME.match(p.name)] if run_dir.exists() else []
+    fake_result = sum(result_problem(p) is not None for p in results)
+    partial = len(list(run_dir.glob("*.partial"))) if run_dir.exists() else 0
     port_busy = not port_is_free(port)
-    return {"kind": kind or "none", "delay": round(delay, 2), "rc": rc, "hung": hung, "finished_first": finished_first,
-            "elapsed": round(elapsed, 2), "leftover": leftover, "state_bad": state_bad, "report_bad": report_bad,
-            "report_missing": report_missing, "tmp": tmp, "port_busy": port_busy}
+    return {"kind": kind or "none", "shape": shape, "delay": round(delay, 2), "rc": rc, "hung": hung,
+            "finished_first": finished_first, "elapsed": round(elapsed, 2), "leftover": leftover,
+            "state_bad": state_bad, "report_bad": report_bad, "report_missing": report_missing,
+            "fake_result": fake_result, "partial": partial, "tmp": tmp, "port_busy": port_busy}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=20, help="trials per kind (default 20)")
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated, of {', '.join(KINDS)}")
+    ap.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--max-delay", type=float, default=None,
                     help="latest moment for the signal in seconds (default: the length of one undisturbed run)")
@@ -189,33 +221,42 @@ def main() -> int:
     bad = [k for k in kinds if k not in KINDS]
     if bad or a.trials < 1:
         ap.error(f"unknown kind(s) {bad}; allowed: {', '.join(KINDS)}" if bad else "--trials must be ≥ 1")
+    shapes = [x.strip() for x in a.shapes.split(",") if x.strip()]
+    if not shapes or [x for x in shapes if x not in SHAPES]:
+        ap.error(f"--shapes: give one or more of {', '.join(SHAPES)}")
     if "pty-close" in kinds and shutil.which("setsid") is None:
         ap.error("pty-close needs setsid (util-linux)")
     rng = random.Random(a.seed)
     root = Path(tempfile.mkdtemp(prefix="specdec-soak-"))
     results: list[dict] = []
     try:
-        max_delay = a.max_delay
-        if max_delay is None:
-            cal = run_trial(None, 1e9, root / "calibrate", a.exit_timeout * 5, a.grace)
-            max_delay = max(1.0, cal["elapsed"])
-            print(f"calibration: an undisturbed run took {cal['elapsed']:.1f}s (exit {cal['rc']}); "
-                  f"signals land between 0.2s and {max_delay:.1f}s", file=sys.stderr)
-            if cal["rc"] != 0:
-                print("calibration run failed; the soak needs a passing demo run", file=sys.stderr)
+        max_delay: dict[str, float] = {}
+        for shape in shapes:
+            if a.max_delay is not None:
+                max_delay[shape] = a.max_delay
+                continue
+            cal = run_trial(None, 1e9, root / f"calibrate-{shape}", a.exit_timeout * 5, a.grace, shape)
+            max_delay[shape] = max(1.0, cal["elapsed"])
+            print(f"calibration ({shape}): an undisturbed run took {cal['elapsed']:.1f}s (exit {cal['rc']}); "
+                  f"signals land between 0.2s and {max_delay[shape]:.1f}s", file=sys.stderr)
+            if cal["rc"] not in (0, 1) or cal["report_missing"]:  # 1: the numbers' verdict (a loaded machine)
+                print(f"calibration run did not finish; the soak needs a {shape} run that reaches its report",
+                      file=sys.stderr)
                 return 2
-        plan = [k for k in kinds for _ in range(a.trials)]
+        plan = [(shape, k) for shape in shapes for k in kinds for _ in range(a.trials)]
         rng.shuffle(plan)
-        for i, kind in enumerate(plan, 1):
-            delay = rng.uniform(0.2, max_delay)
-            res = run_trial(kind, delay, root / f"t{i:03d}", a.exit_timeout, a.grace)
+        for i, (shape, kind) in enumerate(plan, 1):
+            delay = rng.uniform(0.2, max_delay[shape])
+            res = run_trial(kind, delay, root / f"t{i:03d}", a.exit_timeout, a.grace, shape)
             results.append(res)
-            flag = "" if not (res["leftover"] or res["state_bad"] or res["report_bad"] or res["tmp"] or res["hung"]) \
-                else "  <-- PROBLEM"
-            print(f"[{i}/{len(plan)}] {kind:<9} at {delay:5.1f}s -> rc {res['rc']}"
+            flag = "" if not (res["leftover"] or res["state_bad"] or res["report_bad"] or res["tmp"] or res["hung"]
+                              or res["fake_result"]) else "  <-- PROBLEM"
+            partial = f", {res['partial']} partial" if res["partial"] else ""
+            print(f"[{i}/{len(plan)}] {shape:<7} {kind:<9} at {delay:5.1f}s -> rc {res['rc']}"
                   f"{' (finished first)' if res['finished_first'] else ''}; leftover {res['leftover']}, "
                   f"state {'BAD' if res['state_bad'] else 'ok'}, report "
-                  f"{'BAD' if res['report_bad'] else ('missing' if res['report_missing'] else 'ok')}{flag}",
+                  f"{'BAD' if res['report_bad'] else ('missing' if res['report_missing'] else 'ok')}"
+                  f"{partial}{flag}",
                   file=sys.stderr)
             if a.json:
                 print(json.dumps(res))
@@ -227,25 +268,26 @@ def main() -> int:
         else:
             print(f"kept: {root}", file=sys.stderr)
     # Summary.
-    cols = ("kind", "trials", "exit codes", "finished 1st", "hung", "leftover", "state_bad", "report_bad",
-            "report_missing", "tmp", "port_busy")
+    cols = ("shape", "kind", "trials", "exit codes", "finished 1st", "hung", "leftover", "state_bad", "report_bad",
+            "report_missing", "fake_result", "partial", "tmp", "port_busy")
     rows = []
-    for kind in kinds:
-        rs = [r for r in results if r["kind"] == kind]
-        codes = Counter(r["rc"] for r in rs)
-        rows.append((kind, str(len(rs)), " ".join(f"{c}×{n}" for c, n in sorted(codes.items())),
-                     str(sum(r["finished_first"] for r in rs)), str(sum(r["hung"] for r in rs)),
-                     str(sum(r["leftover"] for r in rs)), str(sum(r["state_bad"] for r in rs)),
-                     str(sum(r["report_bad"] for r in rs)), str(sum(r["report_missing"] for r in rs)),
-                     str(sum(r["tmp"] for r in rs)), str(sum(r["port_busy"] for r in rs))))
+    for shape in shapes:
+        for kind in kinds:
+            rs = [r for r in results if r["kind"] == kind and r["shape"] == shape]
+            codes = Counter(r["rc"] for r in rs)
+            rows.append((shape, kind, str(len(rs)), " ".join(f"{c}×{n}" for c, n in sorted(codes.items())),
+                         *(str(sum(r[k] for r in rs)) for k in ("finished_first", "hung", "leftover", "state_bad",
+                                                                 "report_bad", "report_missing", "fake_result",
+                                                                 "partial", "tmp", "port_busy"))))
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     line = "  ".join(c.ljust(w) for c, w in zip(cols, widths))
     print(line)
     print("-" * len(line))
     for r in rows:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths)))
-    problems = sum(r["leftover"] + r["state_bad"] + r["report_bad"] + r["hung"] for r in results)
-    print(f"\n{len(results)} trials; {problems} problems (leftover processes, unparseable files, hung apps)")
+    problems = sum(r["leftover"] + r["state_bad"] + r["report_bad"] + r["hung"] + r["fake_result"] for r in results)
+    print(f"\n{len(results)} trials; {problems} problems (leftover processes, unparseable or damaged files, results "
+          "that are not results, hung apps)")
     return 1 if problems else 0
 
 

@@ -54,6 +54,12 @@ def load_run(path: str | Path) -> dict[str, Any]:
     if not isinstance(schema, str) or not schema.startswith(SCHEMA_PREFIX):
         raise CompareError(f"{rp} is not a specdec-tui report (schema {schema!r}, expected "
                            f"{SCHEMA_PREFIX}N); give run directories written by specdec-tui.")
+    from .schema import report_problem
+
+    problem = report_problem(rep)
+    if problem:
+        raise CompareError(f"{rp} is damaged: {problem}. Nothing was compared and the file is left as it is; "
+                           "restore it from a copy, or run the profile again to write a new report.")
     rep.setdefault("run_dir", str(p if p.is_dir() else p.parent))
     rep["compare_path"] = str(p if p.is_dir() else p.parent)  # where it was read from (the run may have moved)
     return rep

@@ -384,12 +384,17 @@ class Engine:
                                  facts=res.facts, finished=time.time())
         except asyncio.CancelledError:
             secs = time.monotonic() - t0
+            why = "interrupted"
+            partial = (self.ctx.runtime.get("partial") or {}).pop(sid, None)
+            if partial:  # a bench stopped mid-run: what it wrote is set aside, not taken for a result
+                why = (f"interrupted during the benchmark; its partial output is kept as {', '.join(partial)} "
+                       "(not a result)")
             try:
-                self.run.update_step(sid, status="interrupted", seconds=round(secs, 3), summary="interrupted")
+                self.run.update_step(sid, status="interrupted", seconds=round(secs, 3), summary=why)
             except RunDirUnwritable as err:
                 self._unwritable_seen(err)
-            self.results[sid] = StepResult(StepStatus.INTERRUPTED, "interrupted")
-            self._emit(StepFinished(sid, StepStatus.INTERRUPTED, secs, "interrupted"))
+            self.results[sid] = StepResult(StepStatus.INTERRUPTED, why)
+            self._emit(StepFinished(sid, StepStatus.INTERRUPTED, secs, why))
             raise
         except RunDirUnwritable as err:
             self._unwritable_seen(err)
@@ -428,7 +433,7 @@ class Engine:
         self._kept = self._plan_continuation()
         self.run.claim()
         self.run.state.update({"profile": prof.name, "profile_source": prof.source, "simulated": prof.simulated,
-                               "requested_steps": self.steps, "started": time.time()})
+                               "tune": is_tune(prof), "requested_steps": self.steps, "started": time.time()})
         try:
             if self.run.setup_error is not None:
                 raise self.run.setup_error

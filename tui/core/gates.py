@@ -243,6 +243,79 @@ def evaluate(expectations: Iterable[Expectation], report: dict[str, Any]) -> lis
     return results
 
 
+REPORT_KEYS = ("schema", "profile", "simulated", "exit_code", "run_dir", "generated", "verdict", "models", "settings",
+               "versions", "dataset", "commands", "step_titles", "requested_steps", "steps", "runs", "comparison",
+               "diagnostics", "matrix", "bench_commands", "host", "checks", "launches", "metrics")
+COMPARISON_KEYS = ("output_throughput_speedup", "median_tpot_ratio", "median_ttft_ratio")
+
+
+def _unproducible(ex: Expectation, profile: Any) -> str | None:
+    """Why a run of `profile` cannot produce the value `ex` names (None when it can, or cannot tell)."""
+    from .arms import arms_of, is_tune, repeats_of, workloads_of
+
+    tune = is_tune(profile)
+    arms = [a.id for a in arms_of(profile)]
+    wls = workloads_of(profile)
+    kind = "a tune run" if tune else "a two-arm run"
+
+    def flat(name: str) -> str | None:
+        if name == "speedup_lo" and not tune:
+            return ("speedup_lo is the lower end of a tune run's speedup interval over repeats; this profile is a "
+                    "two-arm run (one bench per arm, no interval): gate on 'speedup' instead, or add a [tune] table")
+        if name == "speedup_lo" and repeats_of(profile) < 2:
+            return "speedup_lo needs an interval, and tune.repeats = 1 gives none: set tune.repeats to 2 or more"
+        return None
+
+    if ex.name in GATE_METRICS:
+        return flat(ex.name)
+    parts = ex.name.split(".")
+    top = parts[0]
+    if top not in REPORT_KEYS:
+        return f"report.json has no '{top}' (its keys: {', '.join(REPORT_KEYS)})"
+
+    def arm_at(i: int, where: str) -> str | None:
+        if len(parts) > i and parts[i] not in arms:
+            return f"{where} '{parts[i]}' is not an arm of this profile (its arms: {', '.join(arms)})"
+        return None
+
+    if top == "metrics" and len(parts) > 1:
+        if parts[1] not in GATE_METRICS:
+            return f"metrics has no '{parts[1]}' (its names: {', '.join(GATE_METRICS)})"
+        return flat(parts[1])
+    if top == "matrix":
+        if not tune:
+            return f"'matrix' is written by tune runs only; this profile is {kind}: use runs.* or comparison.*"
+        if len(parts) > 1 and parts[1] == "cells":
+            why = arm_at(2, "arm")
+            if why:
+                return why
+            if len(parts) > 3 and parts[3] not in wls:
+                return f"workload '{parts[3]}' is not benchmarked by this profile (its workloads: {', '.join(wls)})"
+        if len(parts) > 2 and parts[1] == "recommendation" and parts[2] not in wls:
+            return f"workload '{parts[2]}' is not benchmarked by this profile (its workloads: {', '.join(wls)})"
+        return None
+    if top in ("runs", "checks"):
+        return arm_at(1, "arm")
+    if top == "comparison":
+        if tune:
+            return ("'comparison' (baseline vs eagle3) is filled by two-arm runs only; this profile is a tune run: "
+                    "use matrix.cells.<arm>.<workload>.speedup.ratio or the flat name 'speedup'")
+        if len(parts) > 1 and parts[1] not in COMPARISON_KEYS:
+            return f"comparison has no '{parts[1]}' (its keys: {', '.join(COMPARISON_KEYS)})"
+    return None
+
+
+def check_producible(expectations: Iterable[Expectation], profile: Any) -> None:
+    """Refuse (ValueError, one paragraph) an expectation naming a value a run of `profile` cannot produce: a tune-only
+    metric on a two-arm run, an arm id or workload the profile does not have, a key report.json never has. Called
+    before anything runs, so a gate that could only fail never costs a run."""
+    for ex in expectations:
+        why = _unproducible(ex, profile)
+        if why:
+            raise ValueError(f"--expect {ex.text!r} can never pass for profile {profile.name!r}: {why}. Nothing was "
+                             "run.")
+
+
 def parse_all(expect_texts: Iterable[str | Expectation]) -> list[Expectation]:
     """Parse every --expect text up front (a bad one raises ValueError before anything runs)."""
     return [t if isinstance(t, Expectation) else parse_expect(t) for t in expect_texts]
@@ -266,5 +339,5 @@ def apply_gates(report_path: str | Path, expect_texts: Iterable[str | Expectatio
     return all(r.ok for r in results), [r.message for r in results]
 
 
-__all__ = ["Expectation", "GateResult", "GATE_METRICS", "OPS", "parse_expect", "parse_all", "gate_metrics",
+__all__ = ["Expectation", "GateResult", "GATE_METRICS", "OPS", "parse_expect", "parse_all", "check_producible", "gate_metrics",
            "lookup_path", "evaluate", "apply_gates"]

@@ -443,7 +443,8 @@ def default_run_dir(profile_name: str, base: Path | None = None) -> Path:
 # state.json: shape, owner, reuse
 # ---------------------------------------------------------------------------------------------
 
-STATUSES = ("running", "passed", "warned", "failed", "skipped", "unavailable", "interrupted")
+# "pending": a later step reset by a retry of an earlier one (Engine.retry), saved so until it runs again
+STATUSES = ("running", "passed", "warned", "failed", "skipped", "unavailable", "interrupted", "pending")
 _STEP_IDS = ("env", "checkpoints", "dataset", "baseline", "eagle3", "results")
 _ARM_ID = re.compile(r"^(eagle3|eagle)-k\d{1,2}(-[a-z0-9_]{1,24})?$")  # a tune run's speculative arms
 
@@ -510,38 +511,53 @@ def _shape_problem(state: Any) -> str | None:
     if owner is not None:
         if not isinstance(owner, dict) or not isinstance(owner.get("pid"), int):
             return "\"owner\" is not an object with a pid"
+    if "tune" in state and not isinstance(state["tune"], bool):
+        return "\"tune\" is not true or false"
     rq = state.get("requested_steps")
     if rq is not None and not (isinstance(rq, list) and all(isinstance(x, str) for x in rq)):
         return "\"requested_steps\" is not a list of step ids"
     return None
 
 
-def read_state(directory: Path) -> dict[str, Any] | None:
-    """The state.json of `directory`, validated: None when there is none; RunDirStateError when it is damaged."""
+def state_problem(directory: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(state, None) for a sound state.json of `directory`, (None, None) when there is none, (None, why) when it
+    is damaged: "state.json is damaged: …" / "state.json is not a specdec-tui state: …" (one sentence)."""
     sp = Path(directory) / "state.json"
     if not sp.exists() and not sp.is_symlink():
-        return None
-    fix = ("It is left as it is. Move it aside to start afresh in that directory, or choose another --run-dir.")
+        return None, None
     if not sp.is_file():
-        raise RunDirStateError(f"run directory {directory}: state.json is not a regular file. {fix}")
+        return None, "state.json is not a regular file"
     try:
         data = sp.read_bytes()
     except OSError as exc:
-        raise RunDirStateError(f"run directory {directory}: state.json cannot be read ({exc.strerror}). {fix}") from None
+        return None, f"state.json cannot be read ({exc.strerror})"
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise RunDirStateError(
-            f"run directory {directory}: state.json is damaged: it is not UTF-8 text (byte 0x{data[exc.start]:02x} "
-            f"at offset {exc.start}). {fix}") from None
+        return None, (f"state.json is damaged: it is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                      f"{exc.start})")
     try:
         state = json.loads(text)
     except ValueError as exc:
         what = "empty" if not text.strip() else f"not valid JSON ({exc})"
-        raise RunDirStateError(f"run directory {directory}: state.json is damaged (truncated?): it is {what}. {fix}") from None
+        return None, f"state.json is damaged (truncated?): it is {what}"
     problem = _shape_problem(state)
     if problem:
-        raise RunDirStateError(f"run directory {directory}: state.json is not a specdec-tui state: {problem}. {fix}")
+        return None, f"state.json is not a specdec-tui state: {problem}"
+    from .schema import state_facts_problem
+
+    problem = state_facts_problem(state)
+    if problem:
+        return None, f"state.json is damaged: {problem}"
+    return state, None
+
+
+def read_state(directory: Path) -> dict[str, Any] | None:
+    """The state.json of `directory`, validated: None when there is none; RunDirStateError when it is damaged."""
+    state, problem = state_problem(directory)
+    if problem:
+        fix = "It is left as it is. Move it aside to start afresh in that directory, or choose another --run-dir."
+        raise RunDirStateError(f"run directory {directory}: {problem}. {fix}")
     return state
 
 
@@ -588,6 +604,17 @@ def check_reuse(directory: Path, profile: Any) -> dict[str, Any] | None:
                 f"run directory {directory} belongs to profile {saved_name!r}, not {profile.name!r}, and its saved "
                 f"profile.toml has other settings; its results would be mixed with this profile's. {keep} Choose "
                 "another --run-dir, or continue it with its own profile: --profile " + str(directory / "profile.toml") + ".")
+    mismatch = shape_mismatch(state, profile)
+    if mismatch:
+        raise RunDirStateError(
+            f"run directory {directory} holds {mismatch}; continuing it would mix the two runs' results (or drop the "
+            f"saved ones from the report). {keep} Choose another --run-dir for this profile, or continue that run "
+            "with its own profile: --profile " + str(directory / "profile.toml") + ".")
+    damaged = _unrecorded_result_problem(directory, state)
+    if damaged:
+        raise RunDirStateError(
+            f"run directory {directory}: {damaged}. {keep} Move that file aside (its step then runs again when "
+            "requested), or choose another --run-dir.")
     owner = state.get("owner")
     if isinstance(owner, dict) and not owner.get("ended") and owner.get("pid") != os.getpid():
         if owner_alive(owner):
@@ -595,6 +622,67 @@ def check_reuse(directory: Path, profile: Any) -> dict[str, Any] | None:
                 f"run directory {directory} is in use by another specdec-tui (pid {owner.get('pid')}). {keep} Wait for "
                 "it to finish or stop it, or choose another --run-dir.")
     return state
+
+
+_SETTLED_NOTHING = ("skipped", "pending")  # a step in these states holds no result of its own
+
+
+def _saved_kind(state: Mapping[str, Any]) -> bool | None:
+    """Whether the saved run is a tune run (True), a two-arm run (False), or cannot tell (None: only the checks
+    before the servers ran). From "tune" in state.json, else from its step ids and the baseline's facts."""
+    if isinstance(state.get("tune"), bool):
+        return state["tune"]
+    steps = state.get("steps") or {}
+    if any(_ARM_ID.match(sid) for sid in steps):
+        return True
+    if "eagle3" in steps:
+        return False
+    facts = (steps.get("baseline") or {}).get("facts") if isinstance(steps.get("baseline"), dict) else None
+    if isinstance(facts, dict):
+        if isinstance(facts.get("repeats"), dict):
+            return True
+        if isinstance(facts.get("bench"), dict):
+            return False
+    return None
+
+
+def shape_mismatch(state: Mapping[str, Any], profile: Any) -> str | None:
+    """Why `profile` cannot continue the saved run `state` although its name may match: the run is of another
+    shape (a two-arm run and a tune run) or holds arms the profile does not have. None when it fits (a profile
+    with more arms than the saved run may add them)."""
+    from .arms import is_tune, run_steps
+
+    tune = is_tune(profile)
+    saved = _saved_kind(state)
+    kinds = {True: "a tune run", False: "a two-arm run (baseline vs eagle3)"}
+    if saved is not None and saved != tune:
+        return f"{kinds[saved]}, and profile {profile.name!r} is {kinds[tune]}"
+    allowed = set(run_steps(profile))
+    extra = [sid for sid, st in (state.get("steps") or {}).items()
+             if sid not in allowed and not (isinstance(st, dict) and st.get("status") in _SETTLED_NOTHING)]
+    if extra:
+        return (f"step(s) {', '.join(extra)} that profile {profile.name!r} does not have (its steps: "
+                f"{', '.join(run_steps(profile))})")
+    return None
+
+
+def _unrecorded_result_problem(directory: Path, state: Mapping[str, Any]) -> str | None:
+    """A two-arm server step saved as passed without its numbers is given them from its result file on disk (a
+    state from an older specdec-tui): that file must be a bench result, else it is named as damaged."""
+    for sid in ("baseline", "eagle3"):
+        st = (state.get("steps") or {}).get(sid)
+        if not (isinstance(st, dict) and st.get("status") in ("passed", "warned")):
+            continue
+        facts = st.get("facts") if isinstance(st.get("facts"), dict) else {}
+        path = Path(directory) / f"{sid}.json"
+        if isinstance(facts.get("bench"), dict) or not path.is_file():
+            continue
+        from .schema import result_problem
+
+        why = result_problem(path)
+        if why:
+            return f"the result file {sid}.json is damaged ({why}); the {sid} step saved no numbers of its own"
+    return None
 
 
 def stale_running_steps(state: Mapping[str, Any]) -> list[str]:

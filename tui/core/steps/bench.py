@@ -269,6 +269,28 @@ def _result_facts(facts: FactRecorder, res: BenchResult, result_file: Path, firs
                       "check that the server runs with --speculative-config and without --disable-log-stats")
 
 
+PARTIAL_SUFFIX = ".partial"
+
+
+def set_aside(ctx: StepContext, step: str, result_file: Path) -> Path | None:
+    """A bench that did not finish (interrupted, timed out) or wrote no readable result: move what it left under
+    the result's name to `<name>.partial`, a name no reader takes for a result (replacing an older one), and note
+    it in ctx.runtime["partial"][step] for the step's summary. Returns the new path, None when nothing was there."""
+    if not result_file.exists():
+        return None
+    partial = result_file.with_name(result_file.name + PARTIAL_SUFFIX)
+    try:
+        result_file.replace(partial)
+    except OSError:
+        try:  # it must not stay under the result's name
+            result_file.unlink()
+        except OSError:
+            pass
+        return None
+    ctx.runtime.setdefault("partial", {}).setdefault(step, []).append(partial.name)
+    return partial
+
+
 async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = None, workload: Any = None,
                         label: str = "", dataset_path: str | None = None, repeat: int = 1) -> dict[str, Any] | None:
     """Run the benchmark for ServerRun `sr` (its server is up and smoke-tested). Adds facts to sr.facts and
@@ -337,12 +359,19 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
                                       None, "generated tokens"))
         except asyncio.CancelledError:
             waiter.cancel()
-            raise  # the engine's cleanup stops the bench process (registered above)
+            try:  # the bench goes first, so that nothing it writes while stopping lands under the result's name
+                await asyncio.shield(proc.stop(grace_s=2))
+                ctx.forget(proc)
+            finally:  # (else the engine's cleanup stops it: it is registered above)
+                set_aside(ctx, step, result_file)
+            raise
         if timed_out:
             waiter.cancel()
             await proc.stop(grace_s=5)
             ctx.forget(proc)
-            facts.add("benchmark", f"timed out after {prof.benchmark.timeout_s:.0f}s", "fail", "",
+            kept = set_aside(ctx, step, result_file)
+            facts.add("benchmark", f"timed out after {prof.benchmark.timeout_s:.0f}s", "fail",
+                      f"its partial output is kept as {kept.name} (not a result)" if kept else "",
                       "raise benchmark.timeout_s or lower benchmark.num_prompts")
             return None
         rc = waiter.result()
@@ -366,7 +395,9 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     try:
         res = parse_result_json(result_file)
     except (OSError, BenchParseError) as exc:
-        facts.add("benchmark result", "unreadable", "fail", str(exc), f"see {stem}.bench.log")
+        kept = set_aside(ctx, step, result_file)
+        facts.add("benchmark result", "unreadable", "fail", str(exc) + (f" (kept as {kept.name})" if kept else ""),
+                  f"see {stem}.bench.log")
         return None
     if rc != 0:
         facts.add("benchmark", f"vllm bench serve exited with code {rc}", "warn",
