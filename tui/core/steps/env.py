@@ -381,6 +381,11 @@ def _interpreter_facts(rec: FactRecorder, interp: Interpreter, probe: ProbeResul
         else:
             remedy = ("activate the venv that has vllm-neuron (a Neuron DLAMI has /opt/aws_neuronx_venv_*vllm*) "
                       "or set [server] command")
+        if "not executable" in interp.error or "is a directory" in interp.error:  # there, but cannot be run
+            rec.add("vLLM interpreter", "not executable", "fail", interp.error,
+                    "make server.command[0] an executable file (`chmod +x`), or set [server] command to the vllm "
+                    "that should run")
+            return
         rec.add("vLLM interpreter", "not found", "fail", interp.error, remedy)
         return
     if not probe.ok:
