@@ -599,6 +599,7 @@ def _common_checks(prof: Profile) -> None:
             f"uses the target's TP), 1, or server.tensor_parallel_size ({tp}) — vLLM rejects any other value. "
             f"Set it to 1 or {tp}, or remove it."
         )
+    _visible_devices_check(prof)
     m = prof.data["models"]
     if m["prepare"] and not local_model_keys(prof):
         raise ProfileError(
@@ -619,6 +620,24 @@ def _common_checks(prof: Profile) -> None:
             f"profile {src}: benchmark.max_concurrency = {b['max_concurrency']} is not valid; it must not exceed "
             f"server.max_num_seqs ({s['max_num_seqs']}). Lower max_concurrency or raise max_num_seqs."
         )
+
+
+def _visible_devices_check(prof: Profile) -> None:
+    """A hand-set server.env.NEURON_VISIBLE_DEVICES (platform neuron) is placed as tui.core.placement places
+    servers: one contiguous range of TP x PP cores without repeats, starting at a multiple of the TP."""
+    val = prof.data["server"]["env"].get("NEURON_VISIBLE_DEVICES")
+    if prof.platform != "neuron" or not isinstance(val, str) or "{" in val:
+        return
+    from .placement import PlacementError, aligned_ranges, parse_visible_devices
+
+    s = prof.data["server"]
+    tp, pp = int(s["tensor_parallel_size"]), int(s.get("pipeline_parallel_size") or 1)
+    try:
+        parse_visible_devices(val, tp, pp)
+    except PlacementError as exc:
+        raise ProfileError(f"profile {prof.source}: server.env.NEURON_VISIBLE_DEVICES = {val!r} is not valid: {exc} "
+                           f"Ranges that work for TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
+                           + f": {aligned_ranges(tp, pp)}; or remove it to use 0-{tp * max(pp, 1) - 1}.") from None
 
 
 def is_local_model(name: str) -> bool:

@@ -220,7 +220,7 @@ async def run(ctx: StepContext) -> StepResult:
         shared["host_ram_available"] = host_memory(root)[1]  # the parallel arms' capacity check
         plat.instance_fact(rec, expected_type, actual_type, dmi_src)
         plat.devices_fact(rec, root, nodes, expected_type or actual_type or "")
-        needed = plat.needed_cores(rec, tp, environ, server_env)
+        needed = plat.needed_cores(rec, tp, environ, server_env, pp)
         plat.neuron_ls_facts(rec, nls, parsed, nodes, tp, needed)
         shared["hbm_fits"] = (plat.hbm_fit_fact(rec, parsed, tp, target, draft, prof)
                               if parsed is not None else None)
