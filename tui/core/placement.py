@@ -212,8 +212,8 @@ def plan_ranges(total_logical_cores: int, tp: int, n_arms: int, busy_cores: Iter
             reasons.append(f"not enough cores: a server of TP{tp}" + (f" x PP{pp}" if pp > 1 else "")
                            + f" needs {width} logical cores and the instance has {total}")
         elif len(slots) < n_arms:
-            reasons.append(f"not enough cores: {total} logical cores hold {len(slots)} aligned range(s) of {width} "
-                           f"({', '.join(format_range(s) for s in slots)})")
+            reasons.append(f"not enough cores for {n_arms} arms at once: {total} logical cores hold {len(slots)} "
+                           f"aligned range(s) of {width} ({', '.join(format_range(s) for s in slots)})")
         taken = [s for s in slots if busy.intersection(s)]
         if taken:
             held = sorted(busy.intersection(c for s in taken for c in s))

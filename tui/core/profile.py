@@ -220,11 +220,12 @@ SCHEMA: dict[str, dict[str, Spec]] = {
     "tune": {
         "num_speculative_tokens": Spec("list[int]", [1, 2, 3], lambda v: 0 < len(v) <= 8 and all(1 <= x <= 16 for x in v)
                                        and len(set(v)) == len(v),
-                                       "a non-empty list of distinct integers from 1 to 16, e.g. [1, 2, 3]"),
+                                       "a list of 1 to 8 distinct integers (at most 8 k values: 8 arms per draft), "
+                                       "each from 1 to 16, e.g. [1, 2, 3]"),
         "repeats": Spec("int", 3, _rng(1, 20), "an integer from 1 to 20 (bench runs per arm and workload)"),
         "workloads": Spec("list[str]", ["sonnet"], lambda v: 0 < len(v) <= 3 and len(set(v)) == len(v)
                           and all(x in TUNE_WORKLOADS for x in v),
-                          "a non-empty list of distinct names from " + ", ".join(repr(w) for w in ("sonnet", "chat", "own"))),
+                          "a list of 1 to 3 distinct names from " + ", ".join(repr(w) for w in ("sonnet", "chat", "own"))),
         "prompts_file": Spec("str", "", None, 'a JSONL file of your own prompts (workload "own"), or empty'),
         "probe_prompts": Spec("int", 8, _rng(0, 256),
                               "an integer from 0 to 256 (prompts sent per arm and workload for the per-prompt lossless "
