@@ -946,6 +946,15 @@ t0 = time.monotonic()
 print("async", asyncio.run(run_capture([exe], dict(os.environ), 1.0)))
 print("sync", run_capture_sync([exe], dict(os.environ), 1.0))
 print("quick", asyncio.run(run_capture(["/bin/sh", "-c", "sleep 300 & echo hi"], dict(os.environ), 30.0)))
+async def cancelled():
+    t = asyncio.ensure_future(run_capture([exe], dict(os.environ), 60.0))
+    await asyncio.sleep(0.5)
+    t.cancel()
+    try:
+        await t
+    except asyncio.CancelledError:
+        return "cancelled"
+print("cancel", asyncio.run(cancelled()))
 print("elapsed", time.monotonic() - t0 < 25)
 '''
 
@@ -964,6 +973,7 @@ def test_probe_children_are_killed_with_their_own_children_at_the_deadline(tmp_p
     assert "async (None, '', 'hangs did not finish within 1 s (stopped it and the processes it started)')" in r.stdout
     assert "sync (None, '', 'hangs did not finish within 1 s" in r.stdout
     assert "quick (0, 'hi\\n', '')" in r.stdout  # a normal exit: its output, and what it left running is stopped
+    assert "cancel cancelled" in r.stdout  # a stopped run: the probe and its child are killed too
     assert "elapsed True" in r.stdout  # no read waited for the grandchildren
     assert "Event loop is closed" not in r.stderr and "Exception ignored" not in r.stderr, r.stderr
     assert leftovers_after(mark, timeout=5) == []

@@ -289,8 +289,12 @@ async def run_capture(argv: list[str], environ: dict[str, str], timeout: float,
             rc: int | None = await asyncio.wait_for(proc.wait(), timeout)
         except asyncio.TimeoutError:
             rc = None
-        except BaseException:  # cancelled (the run stops): nothing of it stays behind
+        except BaseException:  # cancelled (the run stops): nothing of it stays behind, and it is reaped on this loop
             kill_group(proc.pid)
+            try:
+                await asyncio.wait_for(proc.wait(), 2)
+            except BaseException:
+                pass
             raise
         kill_group(proc.pid)  # the group: at the deadline, and whatever it left running after a normal exit
         if rc is None:
