@@ -21,7 +21,8 @@ the target as the draft's fc takes). Also notes the target's MXFP4 quantization_
 profile clears it with --hf-overrides, and refuses what vLLM would refuse at startup for the models' shape
 (tui/core/modelshape.py: TP against the attention / KV heads of target and draft, max_model_len against the
 derived positions, PP against the layers); the shapes go into the step's facts as `model_shape` for the
-Profile pane's as-you-type checks.
+Profile pane's as-you-type checks. A tune run's other drafts (`[tune.drafts]`) get the same checks, each
+fact named with the draft's name ("draft checkpoint (redhat)"), so a typo fails here, before any launch.
 
 Hub settings come from `ctx.environ` (HF_ENDPOINT, HF_TOKEN, HF_HOME/HF_HUB_CACHE, HF_HUB_OFFLINE,
 HF_HUB_ETAG_TIMEOUT), see tui.core.hub. Writes checkpoints.json; tokens never reach a fact or a file.
