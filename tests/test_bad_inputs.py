@@ -1040,3 +1040,274 @@ def test_interrupted_bench_output_is_never_taken_for_a_result(tmp_path, how):
     r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--steps", "results", "--run-dir", str(run))
     assert r.rc == 1 and "missing: baseline, eagle3" in r.err and "Traceback" not in r.both, r.err
     assert (run / "baseline.json.partial").read_bytes() == before and not r.leftovers
+
+
+# =========================================================================================================
+# Issue 18 (second round), items 3-6: tune inputs, core ranges, executables and probe children, --vllm-version.
+# (A separate block: other parts of the corpus are extended elsewhere in this file.)
+# =========================================================================================================
+
+from e2e_util import FAST_SIM  # noqa: E402
+from tui.core.profile import load_profile  # noqa: E402
+
+
+def _tune_variant(tmp_path: Path, name: str, **updates) -> Path:
+    """tune-demo at the simulator's fast settings, one repeat of one workload, with `updates` (a__b = a.b)."""
+    values = dict(FAST_SIM, **{"server.port": free_port(), "name": name, "tune.repeats": 1,
+                               "tune.workloads": ["sonnet"], "tune.num_speculative_tokens": [1]})
+    values.update({k.replace("__", "."): v for k, v in updates.items()})
+    path = tmp_path / f"{name}.toml"
+    path.write_text(load_profile("tune-demo").with_values(values).to_toml())
+    return path
+
+
+def _refused_before_anything(capsys, monkeypatch, tmp_path: Path, prof: Path, fragments: tuple[str, ...]) -> None:
+    """Exit 2 with one paragraph naming the problem, for --show-commands and a headless run; nothing written."""
+    before = snapshot(tmp_path)
+    for args in (("--profile", str(prof), "--show-commands"), ("--profile", str(prof), "--headless")):
+        rc, out, err = inproc(capsys, monkeypatch, tmp_path, *args)
+        assert rc == 2, err
+        one_paragraph_error(err)
+        for fragment in fragments:
+            assert fragment in err, err
+        assert out == ""
+        assert snapshot(tmp_path) == before
+
+
+# ---- 3. tune inputs ---------------------------------------------------------------------------------------
+
+D18 = 'extends = "tune-demo"\nname = "bad"\n'
+
+TUNE_CASES: list[tuple[str, str, tuple[str, ...]]] = [
+    ("k-list-too-long", D18 + "[tune]\nnum_speculative_tokens = [1, 2, 3, 4, 5, 6, 7, 8, 9]\n",
+     ("tune.num_speculative_tokens = [1, 2, 3, 4, 5, 6, 7, 8, 9] is not valid", "at most 8 k values", "from 1 to 16")),
+    ("k-list-empty", D18 + "[tune]\nnum_speculative_tokens = []\n", ("a list of 1 to 8 distinct integers",)),
+    ("k-repeated", D18 + "[tune]\nnum_speculative_tokens = [2, 2]\n", ("tune.num_speculative_tokens = [2, 2]",
+                                                                      "distinct")),
+    ("k-too-large", D18 + "[tune]\nnum_speculative_tokens = [17]\n", ("each from 1 to 16",)),
+    ("workloads-repeated", D18 + '[tune]\nworkloads = ["chat", "chat"]\n', ("a list of 1 to 3 distinct names",)),
+    ("workload-unknown", D18 + '[tune]\nworkloads = ["sonet"]\n', ("tune.workloads = ['sonet'] is not valid",)),
+    ("draft-name-upper", D18 + '[tune.drafts.RedHat]\nmodel = "x/y"\n', ("tune.drafts.RedHat",)),
+    ("draft-no-model", D18 + "[tune.drafts.redhat]\nmethod = \"eagle3\"\n", ("tune.drafts.redhat.model",)),
+    ("draft-bad-method", D18 + '[tune.drafts.redhat]\nmodel = "x/y"\nmethod = "medusa"\n',
+     ("tune.drafts.redhat.method = 'medusa'",)),
+    ("draft-unknown-key", D18 + '[tune.drafts.redhat]\nmodel = "x/y"\nk = 2\n', ("unknown key 'tune.drafts.redhat.k'",)),
+    ("parallel-off-neuron", 'extends = "llama-3-8b-eagle-cuda"\nname = "bad"\n[tune]\nparallel = true\n',
+     ("tune.parallel = true is not valid on platform 'cuda'",)),
+]
+
+
+@pytest.mark.parametrize("text,fragments", [c[1:] for c in TUNE_CASES], ids=[c[0] for c in TUNE_CASES])
+def test_bad_tune_values_name_their_limits(capsys, monkeypatch, tmp_path, text, fragments):
+    prof = tmp_path / "p.toml"
+    prof.write_text(text, encoding="utf-8")
+    _refused_before_anything(capsys, monkeypatch, tmp_path, prof, fragments)
+
+
+def test_tune_draft_typo_fails_the_checkpoints_step_before_any_launch(tmp_path):
+    prof = _tune_variant(tmp_path, "typo", tune__drafts={"redhat": {"model": "RedHatAI/gpt-oss-120b-speculator.eagle3"},
+                                                         "typo": {"model": "RedHatAI/no-such-draft-xyz"}})
+    run = tmp_path / "r"
+    r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--run-dir", str(run))
+    assert r.rc == 1, r.err
+    assert "draft checkpoint (typo): RedHatAI/no-such-draft-xyz: repository not found" in r.err, r.err
+    assert "Traceback" not in r.both and not r.leftovers
+    rep = json.loads((run / "report.json").read_text())
+    status = {s["id"]: s["status"] for s in rep["steps"]}
+    assert status["checkpoints"] == "failed" and status["baseline"] != "passed", status
+    assert not list(run.glob("*.serve.log"))  # no server was launched
+    ck = json.loads((run / "checkpoints.json").read_text())
+    assert ck["tune_drafts"]["typo"]["error"]["value"] == "repository not found"
+    assert set(ck["tune_drafts"]) == {"typo"}  # "redhat" is the profile's own draft, checked as such
+
+
+def test_tune_draft_of_the_wrong_method_is_a_mismatch(tmp_path):
+    prof = _tune_variant(tmp_path, "meth", tune__drafts={
+        "e1": {"model": "RedHatAI/gpt-oss-120b-speculator.eagle3", "method": "eagle"}})
+    run = tmp_path / "r"
+    r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--steps", "env,checkpoints", "--run-dir", str(run))
+    assert r.rc == 1, r.err
+    assert "draft type (e1): eagle3 draft, method eagle" in r.err
+    assert "Traceback" not in r.both and not r.leftovers
+    rep = json.loads((run / "report.json").read_text())
+    assert "draft-target-mismatch" in {d["id"] for d in rep["diagnostics"]}
+
+
+def test_capacity_notice_counts_every_arm():
+    from tui.core.placement import plan_ranges
+
+    p = plan_ranges(64, 32, 3)
+    assert p.summary().startswith("2 of 3 arm(s) at once")
+    assert "not enough cores for 3 arms at once" in p.reasons[0] and "2 aligned range(s) of 32" in p.reasons[0]
+
+
+# ---- 4. core ranges ---------------------------------------------------------------------------------------
+
+NVD_CASES = [
+    ("repeated-cores", "0,0,1,1,2,3,4,5,6,7,8,9,10,11,12,13", ("cores 0-1 repeated", "0-15, 16-31")),
+    ("unaligned", "4-19", ("starts at core 4, which is not a multiple of tensor_parallel_size 16", "0-15, 16-31")),
+    ("unaligned-list", "8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23", ("starts at core 8", "16-31")),
+    ("gap", "0-7,16-23", ("not one contiguous ascending range", "0-15, 16-31")),
+    ("wrong-count", "0-7", ("selects 8 logical cores but the server has tensor_parallel_size 16 ranks",)),
+    ("not-a-list", "all", ("is not a list of logical NeuronCores",)),
+]
+
+
+@pytest.mark.parametrize("value,fragments", [c[1:] for c in NVD_CASES], ids=[c[0] for c in NVD_CASES])
+def test_hand_set_core_range_in_the_profile_is_refused(capsys, monkeypatch, tmp_path, value, fragments):
+    prof = tmp_path / "p.toml"
+    prof.write_text(f'extends = "demo"\nname = "nvd"\n[server.env]\nNEURON_VISIBLE_DEVICES = "{value}"\n')
+    _refused_before_anything(capsys, monkeypatch, tmp_path, prof,
+                             ("server.env.NEURON_VISIBLE_DEVICES", "Ranges that work for TP 16", *fragments))
+
+
+def test_aligned_core_range_in_the_profile_is_accepted(capsys, monkeypatch, tmp_path):
+    prof = tmp_path / "p.toml"
+    prof.write_text('extends = "demo"\nname = "nvd"\n[server.env]\nNEURON_VISIBLE_DEVICES = "16-31"\n')
+    rc, out, err = inproc(capsys, monkeypatch, tmp_path, "--profile", str(prof), "--show-commands")
+    assert rc == 0 and "NEURON_VISIBLE_DEVICES=16-31" in out, err
+
+
+@pytest.mark.parametrize("value,fragment", [("0,0,1,1,2,3,4,5,6,7,8,9,10,11,12,13", "repeated"),
+                                            ("4-19", "not a multiple of tensor_parallel_size 16")],
+                         ids=["repeated", "unaligned"])
+def test_hand_set_core_range_in_the_environment_fails_the_env_step(tmp_path, value, fragment):
+    prof = demo_variant(tmp_path, "nvdenv")
+    run = tmp_path / "r"
+    r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--steps", "env", "--run-dir", str(run),
+                env_extra={"NEURON_VISIBLE_DEVICES": value})
+    assert r.rc == 1, r.err
+    assert "NEURON_VISIBLE_DEVICES" in r.err and fragment in r.err
+    assert "one of 0-15, 16-31, 32-47, 48-63" in r.err  # the ranges that work
+    assert "Traceback" not in r.both and not r.leftovers
+
+
+# ---- 5. executables and probe children ----------------------------------------------------------------------
+
+
+def _not_executable_on_path(tmp_path: Path) -> dict[str, str]:
+    d = tmp_path / "bin"
+    d.mkdir()
+    (d / "vllm").write_text("#!/bin/sh\nexit 0\n")
+    (d / "vllm").chmod(0o644)
+    return {"PATH": f"{d}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+@pytest.mark.parametrize("steps,fact", [("env", "vLLM interpreter: not executable"), ("baseline", "cannot start")])
+def test_server_command_on_path_but_not_executable(tmp_path, steps, fact):
+    prof = demo_variant(tmp_path, "nx", server__command=["vllm"])
+    run = tmp_path / "r"
+    r = run_cli(tmp_path, "--profile", str(prof), "--headless", "--steps", steps, "--run-dir", str(run),
+                env_extra=_not_executable_on_path(tmp_path))
+    assert r.rc == 1, r.err
+    assert fact in r.err and f"{tmp_path / 'bin' / 'vllm'} exists but is not executable (mode 644)" in r.err, r.err
+    assert "not found on PATH" not in r.err
+    assert "Traceback" not in r.both and not r.leftovers
+
+
+def test_not_runnable_says_why():
+    from tui.core.sysinfo import not_runnable
+
+    assert not_runnable("no-such-tool-xyz", "/nonexistent") is None  # the caller says "not found on PATH"
+    assert not_runnable("/nonexistent/vllm", "") == "/nonexistent/vllm does not exist"
+    assert "is a directory" in not_runnable(str(REPO), "")
+
+
+_HANGS = "#!/bin/sh\n# a probe that never answers and has started a child of its own\nsleep 300 &\nsleep 300\n"
+
+_PROBE_DRIVER = r'''
+import asyncio, os, sys, time
+from tui.core.probe import run_capture, run_capture_sync
+exe = sys.argv[1]
+t0 = time.monotonic()
+print("async", asyncio.run(run_capture([exe], dict(os.environ), 1.0)))
+print("sync", run_capture_sync([exe], dict(os.environ), 1.0))
+print("quick", asyncio.run(run_capture(["/bin/sh", "-c", "sleep 300 & echo hi"], dict(os.environ), 30.0)))
+async def cancelled():
+    t = asyncio.ensure_future(run_capture([exe], dict(os.environ), 60.0))
+    await asyncio.sleep(0.5)
+    t.cancel()
+    try:
+        await t
+    except asyncio.CancelledError:
+        return "cancelled"
+print("cancel", asyncio.run(cancelled()))
+print("elapsed", time.monotonic() - t0 < 25)
+'''
+
+
+def test_probe_children_are_killed_with_their_own_children_at_the_deadline(tmp_path):
+    import uuid
+
+    exe = tmp_path / "hangs"
+    exe.write_text(_HANGS)
+    exe.chmod(0o755)
+    mark = uuid.uuid4().hex
+    env = dict(child_env(tmp_path), **{MARK_VAR: mark, "PYTHONPATH": str(REPO)})
+    r = subprocess.run([sys.executable, "-c", _PROBE_DRIVER, str(exe)], capture_output=True, text=True, env=env,
+                       cwd=tmp_path, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    assert "async (None, '', 'hangs did not finish within 1 s (stopped it and the processes it started)')" in r.stdout
+    assert "sync (None, '', 'hangs did not finish within 1 s" in r.stdout
+    assert "quick (0, 'hi\\n', '')" in r.stdout  # a normal exit: its output, and what it left running is stopped
+    assert "cancel cancelled" in r.stdout  # a stopped run: the probe and its child are killed too
+    assert "elapsed True" in r.stdout  # no read waited for the grandchildren
+    assert "Event loop is closed" not in r.stderr and "Exception ignored" not in r.stderr, r.stderr
+    assert leftovers_after(mark, timeout=5) == []
+
+
+def test_env_step_stops_a_hanging_probe_and_its_children(tmp_path):
+    """A hanging `nvidia-smi` (platform cuda) that started a child: the env step gives up at its deadline, kills
+    both, and the console has no asyncio noise."""
+    import uuid
+
+    d = tmp_path / "bin"
+    d.mkdir()
+    (d / "nvidia-smi").write_text(_HANGS)
+    (d / "nvidia-smi").chmod(0o755)
+    prof = tmp_path / "cuda.toml"
+    prof.write_text(f'extends = "llama-3-8b-eagle-cuda"\nname = "hang"\n[server]\nport = {free_port()}\n')
+    mark = uuid.uuid4().hex
+    env = dict(child_env(tmp_path), **{MARK_VAR: mark, "PYTHONPATH": str(REPO),
+                                       "PATH": f"{d}{os.pathsep}{os.environ.get('PATH', '')}"})
+    code = ("import sys; import tui.core.steps.env as e; e.NVIDIA_SMI_TIMEOUT_S = 2.0; from tui.cli import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "--profile", str(prof), "--headless", "--steps", "env",
+                        "--run-dir", str(tmp_path / "r")], capture_output=True, text=True, env=env, cwd=tmp_path,
+                       timeout=120, stdin=subprocess.DEVNULL)
+    both = r.stdout + r.stderr
+    assert r.returncode == 1, both
+    assert "nvidia-smi did not finish within 2 s" in both, both
+    assert "Traceback" not in both and "Event loop is closed" not in both and "Exception ignored" not in both
+    assert leftovers_after(mark, timeout=5) == []
+
+
+# ---- 6. --vllm-version ------------------------------------------------------------------------------------
+
+VLLM_VERSION_CASES = [
+    ("empty", ["--demo", "--show-commands", "--vllm-version", ""], "--vllm-version is empty"),
+    ("equals-empty", ["--demo", "--show-commands", "--vllm-version="], "--vllm-version is empty"),
+    ("blank", ["--demo", "--show-commands", "--vllm-version", " "], "--vllm-version is empty"),
+    ("empty-headless", ["--demo", "--headless", "--vllm-version="], "--vllm-version is empty"),
+    ("too-old", ["--demo", "--show-commands", "--vllm-version", "0.24.0"],
+     "--vllm-version 0.24.0 is outside the vLLM versions specdec-tui serves (0.29 to 0.33)"),
+    ("just-below", ["--demo", "--show-commands", "--vllm-version", "0.28.9"], "serves (0.29 to 0.33)"),
+    ("too-new", ["--demo", "--show-commands", "--vllm-version", "0.34.0"], "serves (0.29 to 0.33)"),
+    ("major", ["--demo", "--show-commands", "--vllm-version", "1.0"], "serves (0.29 to 0.33)"),
+    ("word", ["--demo", "--show-commands", "--vllm-version", "latest"], "is not a version"),
+]
+
+
+@pytest.mark.parametrize("args,fragment", [c[1:] for c in VLLM_VERSION_CASES], ids=[c[0] for c in VLLM_VERSION_CASES])
+def test_bad_vllm_versions(capsys, monkeypatch, tmp_path, args, fragment):
+    rc, out, err = inproc(capsys, monkeypatch, tmp_path, *args)
+    assert rc == 2, err
+    one_paragraph_error(err)
+    assert fragment in err and out == ""
+    assert not (tmp_path / "specdec-runs").exists()
+
+
+@pytest.mark.parametrize("version", ["0.29.0", "0.33.2rc1", "0.32.0+cpu"])
+def test_served_vllm_versions_are_shown(capsys, monkeypatch, tmp_path, version):
+    rc, out, err = inproc(capsys, monkeypatch, tmp_path, "--demo", "--show-commands", "--vllm-version", version)
+    assert rc == 0 and out.startswith(f"# vLLM {version} (given with --vllm-version)"), err

@@ -90,6 +90,26 @@ def _version_text() -> str:
 _VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?([.+-]?[0-9A-Za-z.+-]*)?$")
 
 
+# The vLLM releases the app serves (README: 0.29, what Neuron SDK 2.33 pins, to 0.33), as (major, minor).
+SERVED_VLLM = ((0, 29), (0, 33))
+
+
+def _vllm_version_problem(given: str) -> str | None:
+    """Why --vllm-version `given` cannot be used (not a version, or outside SERVED_VLLM), else None."""
+    from .core import versions
+
+    lo, hi = SERVED_VLLM
+    served = f"{lo[0]}.{lo[1]} to {hi[0]}.{hi[1]}"
+    rel = versions.release(given) if _VERSION_RE.match(given) else None
+    if rel is None:
+        return f"--vllm-version {given!r} is not a version; give it as X.Y.Z (e.g. 0.32.0), a vLLM from {served}."
+    if not lo <= tuple(rel[:2]) + (0,) * (2 - len(rel[:2])) <= hi:
+        return (f"--vllm-version {given} is outside the vLLM versions specdec-tui serves ({served}): the commands "
+                f"shown would not be the ones a run uses. Give a version from {lo[0]}.{lo[1]}.0 to {hi[0]}.{hi[1]}.x, "
+                "or leave --vllm-version out to use the version server.command's vLLM reports.")
+    return None
+
+
 def _show_commands(profile, args: argparse.Namespace) -> int:
     """--show-commands: the commands for the given (--vllm-version), detected or unknown vLLM version."""
     from .core.commands import Placeholders
@@ -101,8 +121,9 @@ def _show_commands(profile, args: argparse.Namespace) -> int:
     ph = Placeholders(run_dir=run_dir)
     environ = dict(os.environ)
     if args.vllm_version:
-        if not _VERSION_RE.match(args.vllm_version):
-            return _fail_usage(f"--vllm-version {args.vllm_version!r} is not a version; give it as X.Y.Z (e.g. 0.32.0).")
+        problem = _vllm_version_problem(args.vllm_version)
+        if problem:
+            return _fail_usage(problem)
         version, source = args.vllm_version, "given"
     else:
         try:
@@ -218,6 +239,10 @@ def _main(argv: list[str] | None) -> int:
         args = parser.parse_args(argv)
     except UsageError as exc:
         return _fail_usage(str(exc))
+    if args.vllm_version is not None and not args.vllm_version.strip():
+        return _fail_usage("--vllm-version is empty; give a vLLM version X.Y.Z from "
+                           f"{SERVED_VLLM[0][0]}.{SERVED_VLLM[0][1]} to {SERVED_VLLM[1][0]}.{SERVED_VLLM[1][1]} "
+                           "with --show-commands (e.g. --vllm-version 0.32.0), or leave the option out.")
     if args.version:
         print(_version_text())
         return 0

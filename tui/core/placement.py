@@ -60,6 +60,17 @@ def _suggest(start: int, tp: int, width: int, total: int | None) -> str:
     return " or ".join(_aligned(s, width) for s in dict.fromkeys(cands))
 
 
+def aligned_ranges(tp: int, pp: int = 1, total_cores: int | None = None, most: int = 4) -> str:
+    """The NEURON_VISIBLE_DEVICES values that work for a server of TP x PP cores: "0-15, 16-31, 32-47, 48-63"
+    (every one when `total_cores` is known, else the first `most`, then "...")."""
+    width = max(int(tp), 1) * max(int(pp), 1)
+    n = total_cores // width if total_cores else most
+    shown = [_aligned(i * width, width) for i in range(max(n, 0))]
+    if not shown:
+        return "none (the instance has fewer cores than one server needs)"
+    return ", ".join(shown) + ("" if total_cores else ", ...")
+
+
 def parse_visible_devices(value: str, tp: int | None = None, pp: int = 1,
                           total_cores: int | None = None) -> list[int]:
     """Parse and validate a NEURON_VISIBLE_DEVICES value ("0-15", "0,1,2,3", "16-31") into core ids.
@@ -78,9 +89,11 @@ def parse_visible_devices(value: str, tp: int | None = None, pp: int = 1,
         raise PlacementError(f"tensor_parallel_size must be at least 1 to place {shown} (got {tp}).")
     if len(set(cores)) != len(cores) or cores != list(range(cores[0], cores[0] + len(cores))):
         fix = _suggest(cores[0], tp, width, total_cores) if tp else _aligned(min(cores), len(set(cores)))
+        rep = sorted({c for c in cores if cores.count(c) > 1})
         raise PlacementError(
-            f"{shown} selects cores {format_range(cores)} ({len(cores)} listed), which is not one contiguous "
-            "ascending range without repeats. One report saw wrong tokens on a non-adjacent range, so use a "
+            f"{shown} selects cores {format_range(cores)} ({len(cores)} listed"
+            + (f"; core{'s' if len(rep) > 1 else ''} {format_range(rep)} repeated" if rep else "")
+            + "), which is not one contiguous ascending range without repeats. One report saw wrong tokens on a non-adjacent range, so use a "
             "contiguous range aligned to the tensor-parallel size, "
             f"e.g. {VAR}={fix}.")
     if tp is not None:
@@ -199,8 +212,8 @@ def plan_ranges(total_logical_cores: int, tp: int, n_arms: int, busy_cores: Iter
             reasons.append(f"not enough cores: a server of TP{tp}" + (f" x PP{pp}" if pp > 1 else "")
                            + f" needs {width} logical cores and the instance has {total}")
         elif len(slots) < n_arms:
-            reasons.append(f"not enough cores: {total} logical cores hold {len(slots)} aligned range(s) of {width} "
-                           f"({', '.join(format_range(s) for s in slots)})")
+            reasons.append(f"not enough cores for {n_arms} arms at once: {total} logical cores hold {len(slots)} "
+                           f"aligned range(s) of {width} ({', '.join(format_range(s) for s in slots)})")
         taken = [s for s in slots if busy.intersection(s)]
         if taken:
             held = sorted(busy.intersection(c for s in taken for c in s))
@@ -361,6 +374,6 @@ def arm_ports(base_port: int, n: int, in_use: Callable[[int], bool] | None = Non
 
 __all__ = [
     "CoreFacts", "Placement", "PlacementError", "VAR", "arm_ports", "capacity_check", "check_disjoint",
-    "core_facts", "estimate_ram_per_server_gib", "format_range", "parse_visible_devices", "plan_ranges",
+    "aligned_ranges", "core_facts", "estimate_ram_per_server_gib", "format_range", "parse_visible_devices", "plan_ranges",
     "root_comm_port",
 ]

@@ -179,22 +179,26 @@ def devices_fact(rec: FactRecorder, root: Path, nodes: list[int], itype: str) ->
         rec.add("Neuron devices", shown, "pass", f"{itype} has {expected}" if expected else "")
 
 
-def needed_cores(rec: FactRecorder, tp: int, environ: dict[str, str], server_env: dict[str, str]) -> list[int]:
-    """Logical cores the engine will use: NEURON_VISIBLE_DEVICES when set, else 0..TP-1."""
+def needed_cores(rec: FactRecorder, tp: int, environ: dict[str, str], server_env: dict[str, str],
+                 pp: int = 1) -> list[int]:
+    """Logical cores the engine will use: NEURON_VISIBLE_DEVICES when set, else 0..TP-1. A hand-set value is
+    checked as tui.core.placement places servers: one contiguous range without repeats, TP x PP cores, starting
+    at a multiple of the TP; otherwise the fact fails and names the ranges that would work."""
+    from .placement import PlacementError, aligned_ranges, parse_visible_devices
+
     val, where = env_lookup("NEURON_VISIBLE_DEVICES", environ, server_env)
+    width = tp * max(int(pp or 1), 1)
     if val is None:
-        return list(range(tp))
-    cores = parse_core_list(val)
-    if cores is None:
-        rec.add("NEURON_VISIBLE_DEVICES", repr(val), "fail", f"set in {where} but not a core list such as 0-15",
-                "fix or unset NEURON_VISIBLE_DEVICES")
-        return list(range(tp))
-    if len(cores) != tp:
-        rec.add("NEURON_VISIBLE_DEVICES", val, "fail",
-                f"set in {where}: selects {len(cores)} logical cores but tensor_parallel_size is {tp}",
-                f"unset NEURON_VISIBLE_DEVICES or list exactly {tp} cores")
-    else:
-        rec.add("NEURON_VISIBLE_DEVICES", val, "pass", f"set in {where}: the engine uses cores {ranges(cores)}")
+        return list(range(width))
+    try:
+        cores = parse_visible_devices(val, tp, pp)
+    except PlacementError as exc:
+        listed = parse_core_list(val)
+        rec.add("NEURON_VISIBLE_DEVICES", repr(val) if listed is None else val, "fail", f"set in {where}: {exc}",
+                f"set NEURON_VISIBLE_DEVICES to one of {aligned_ranges(tp, pp)} (the TP-aligned ranges of "
+                f"{width} cores), or unset it to use 0-{width - 1}")
+        return sorted(set(listed)) if listed else list(range(width))
+    rec.add("NEURON_VISIBLE_DEVICES", val, "pass", f"set in {where}: the engine uses cores {ranges(cores)}")
     return cores
 
 

@@ -18,12 +18,14 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .sysinfo import which
+from .sysinfo import not_runnable, which
 
 if TYPE_CHECKING:  # pragma: no cover
     from .commands import Placeholders
@@ -165,7 +167,7 @@ def find_server_interpreter(command0: str, environ: dict[str, str], search_path:
     it = Interpreter(command=command0)
     found = which(command0, path)
     if not found:
-        it.error = f"`{command0}` not found on PATH"
+        it.error = not_runnable(command0, path) or f"`{command0}` not found on PATH"
         return it
     it.path = found
     lines = _first_lines(Path(found))
@@ -232,28 +234,100 @@ class ProbeResult:
                 "returncode": self.returncode, "data": self.data}
 
 
+def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Signal the process group `pid` leads (a child started with start_new_session=True) and every
+    descendant still known (one that left the group with setsid). Never raises."""
+    kids: list[Any] = []
+    try:
+        import psutil
+
+        kids = psutil.Process(pid).children(recursive=True)
+    except Exception:  # gone already, or psutil cannot see it
+        pass
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+    for k in kids:
+        try:
+            k.send_signal(sig)
+        except Exception:
+            pass
+
+
+def _read_back(f: Any) -> str:
+    try:
+        f.seek(0)
+        return f.read().decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return ""
+
+
+def _late(argv: list[str], timeout: float) -> str:
+    return f"{Path(argv[0]).name} did not finish within {timeout:.0f} s (stopped it and the processes it started)"
+
+
+# A probe child (nvidia-smi, neuron-ls, dpkg-query, the vLLM interpreter probe) runs in its own session, so in
+# its own process group, with its output in unlinked temporary files rather than pipes: a grandchild that
+# outlives it holds no pipe of ours (no transport left open when the event loop closes: no "Event loop is
+# closed" noise) and cannot make a read wait past the deadline. At the deadline, and after a normal exit for
+# anything it left behind, the whole group is killed.
+
+
 async def run_capture(argv: list[str], environ: dict[str, str], timeout: float,
                       cwd: str | None = None) -> tuple[int | None, str, str]:
-    """Run argv (no shell), return (returncode, stdout, stderr); returncode None on timeout/launch error."""
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=environ, cwd=cwd, start_new_session=True)
-    except OSError as exc:
-        return None, "", f"cannot start {argv[0]}: {exc.strerror or exc}"
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except asyncio.TimeoutError:
+    """Run argv (no shell) with a deadline, return (returncode, stdout, stderr); returncode None on timeout or a
+    launch error. The child and everything it started are killed at the deadline (and on cancellation)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
-            proc.kill()
-        except ProcessLookupError:
-            pass
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err, env=environ, cwd=cwd,
+                start_new_session=True)
+        except OSError as exc:
+            return None, "", f"cannot start {argv[0]}: {exc.strerror or exc}"
         try:
-            await asyncio.wait_for(proc.wait(), 5)
+            rc: int | None = await asyncio.wait_for(proc.wait(), timeout)
         except asyncio.TimeoutError:
-            pass
-        return None, "", f"{Path(argv[0]).name} did not finish within {timeout:.0f} s"
-    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+            rc = None
+        except BaseException:  # cancelled (the run stops): nothing of it stays behind, and it is reaped on this loop
+            kill_group(proc.pid)
+            try:
+                await asyncio.wait_for(proc.wait(), 2)
+            except BaseException:
+                pass
+            raise
+        kill_group(proc.pid)  # the group: at the deadline, and whatever it left running after a normal exit
+        if rc is None:
+            try:
+                await asyncio.wait_for(proc.wait(), 5)
+            except asyncio.TimeoutError:
+                pass
+            return None, "", _late(argv, timeout)
+        return rc, _read_back(out), _read_back(err)
+
+
+def run_capture_sync(argv: list[str], environ: dict[str, str], timeout: float,
+                     cwd: str | None = None) -> tuple[int | None, str, str]:
+    """Blocking twin of run_capture (same deadline and group kill), for callers outside the event loop."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=environ, cwd=cwd,
+                                    start_new_session=True)
+        except OSError as exc:
+            return None, "", f"cannot start {argv[0]}: {exc.strerror or exc}"
+        try:
+            rc: int | None = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            rc = None
+        finally:
+            kill_group(proc.pid)
+        if rc is None:
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+            return None, "", _late(argv, timeout)
+        return rc, _read_back(out), _read_back(err)
 
 
 def _probe_result(argv: list[str], rc: int | None, out: str, err: str) -> ProbeResult:
@@ -299,14 +373,8 @@ def run_probe_sync(interp: Interpreter, environ: dict[str, str], timeout: float 
     if not interp.python:
         return ProbeResult(False, error=interp.error or "no interpreter")
     argv = interp.argv + ["-c", PROBE_SOURCE]
-    try:
-        cp = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=environ, cwd=cwd,
-                            timeout=timeout, start_new_session=True)
-    except subprocess.TimeoutExpired:
-        return _probe_result(argv, None, "", f"{Path(argv[0]).name} did not finish within {timeout:.0f} s")
-    except OSError as exc:
-        return _probe_result(argv, None, "", f"cannot start {argv[0]}: {exc.strerror or exc}")
-    return _probe_result(argv, cp.returncode, cp.stdout.decode("utf-8", "replace"), cp.stderr.decode("utf-8", "replace"))
+    rc, out, err = run_capture_sync(argv, environ, timeout, cwd=cwd)
+    return _probe_result(argv, rc, out, err)
 
 
 def server_launch_env(profile: "Profile", ph: "Placeholders", environ: dict[str, str]) -> dict[str, str]:

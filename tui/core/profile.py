@@ -221,11 +221,12 @@ SCHEMA: dict[str, dict[str, Spec]] = {
     "tune": {
         "num_speculative_tokens": Spec("list[int]", [1, 2, 3], lambda v: 0 < len(v) <= 8 and all(1 <= x <= 16 for x in v)
                                        and len(set(v)) == len(v),
-                                       "a non-empty list of distinct integers from 1 to 16, e.g. [1, 2, 3]"),
+                                       "a list of 1 to 8 distinct integers (at most 8 k values: 8 arms per draft), "
+                                       "each from 1 to 16, e.g. [1, 2, 3]"),
         "repeats": Spec("int", 3, _rng(1, 20), "an integer from 1 to 20 (bench runs per arm and workload)"),
         "workloads": Spec("list[str]", ["sonnet"], lambda v: 0 < len(v) <= 3 and len(set(v)) == len(v)
                           and all(x in TUNE_WORKLOADS for x in v),
-                          "a non-empty list of distinct names from " + ", ".join(repr(w) for w in ("sonnet", "chat", "own"))),
+                          "a list of 1 to 3 distinct names from " + ", ".join(repr(w) for w in ("sonnet", "chat", "own"))),
         "prompts_file": Spec("str", "", None, 'a JSONL file of your own prompts (workload "own"), or empty'),
         "probe_prompts": Spec("int", 8, _rng(0, 256),
                               "an integer from 0 to 256 (prompts sent per arm and workload for the per-prompt lossless "
@@ -605,6 +606,7 @@ def _common_checks(prof: Profile) -> None:
             f"uses the target's TP), 1, or server.tensor_parallel_size ({tp}) — vLLM rejects any other value. "
             f"Set it to 1 or {tp}, or remove it."
         )
+    _visible_devices_check(prof)
     m = prof.data["models"]
     if m["prepare"] and not local_model_keys(prof):
         raise ProfileError(
@@ -625,6 +627,24 @@ def _common_checks(prof: Profile) -> None:
             f"profile {src}: benchmark.max_concurrency = {b['max_concurrency']} is not valid; it must not exceed "
             f"server.max_num_seqs ({s['max_num_seqs']}). Lower max_concurrency or raise max_num_seqs."
         )
+
+
+def _visible_devices_check(prof: Profile) -> None:
+    """A hand-set server.env.NEURON_VISIBLE_DEVICES (platform neuron) is placed as tui.core.placement places
+    servers: one contiguous range of TP x PP cores without repeats, starting at a multiple of the TP."""
+    val = prof.data["server"]["env"].get("NEURON_VISIBLE_DEVICES")
+    if prof.platform != "neuron" or not isinstance(val, str) or "{" in val:
+        return
+    from .placement import PlacementError, aligned_ranges, parse_visible_devices
+
+    s = prof.data["server"]
+    tp, pp = int(s["tensor_parallel_size"]), int(s.get("pipeline_parallel_size") or 1)
+    try:
+        parse_visible_devices(val, tp, pp)
+    except PlacementError as exc:
+        raise ProfileError(f"profile {prof.source}: server.env.NEURON_VISIBLE_DEVICES = {val!r} is not valid: {exc} "
+                           f"Ranges that work for TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
+                           + f": {aligned_ranges(tp, pp)}; or remove it to use 0-{tp * max(pp, 1) - 1}.") from None
 
 
 def is_local_model(name: str) -> bool:

@@ -151,7 +151,9 @@ class ManagedProcess:
         """Spawn the child. Raises FileNotFoundError when argv[0] is not an executable on the child's PATH."""
         exe = self.argv[0]
         if shutil.which(exe, path=self.env.get("PATH", os.defpath)) is None:
-            raise FileNotFoundError(f"{exe!r} not found on PATH" if os.sep not in exe else f"{exe!r} is not executable")
+            from .sysinfo import not_runnable
+
+            raise FileNotFoundError(not_runnable(exe, self.env.get("PATH", os.defpath)) or f"{exe!r} not found on PATH")
         self._log = open_append(self.log_path)  # through rundir: an unwritable run directory is reported once
         self._log.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%S')} $ {redact(' '.join(self.argv))}\n")
         self.started_at = time.time()

@@ -127,6 +127,32 @@ def which(name: str, path: str) -> str | None:
     return shutil.which(name, path=path)
 
 
+def not_runnable(name: str, path: str) -> str | None:
+    """Why `name` (a command for which `which(name, path)` found no executable) cannot be run when a file of that
+    name is there: a directory, or a file that is not executable (say so: "not found on PATH" would send the
+    user looking for a file that exists). A path that does not exist: "... does not exist". None when a bare
+    name is simply not on PATH. One sentence, no trailing period."""
+
+    def why(p: Path) -> str | None:
+        if p.is_dir():
+            return f"{p} is a directory, not an executable"
+        if p.exists():
+            try:
+                mode = f" (mode {p.stat().st_mode & 0o777:o})"
+            except OSError:
+                mode = ""
+            return f"{p} exists but is not executable{mode}: `chmod +x {p}`, or name an executable file"
+        return None
+
+    if os.sep in name:
+        return why(Path(name)) or f"{name} does not exist"
+    for d in (path or "").split(os.pathsep):
+        found = why(Path(d) / name) if d else None
+        if found and "not executable" in found:
+            return f"`{name}` on PATH: {found}"
+    return None
+
+
 def read_text(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8", errors="replace").strip()

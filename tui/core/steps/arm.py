@@ -256,7 +256,10 @@ def _pool(ctx: StepContext, arm: Any) -> LaunchPool | None:
         ctx.emit(Notice(arm.id, "warning", "tune.parallel: the arms launch one at a time: "
                                            + ("; ".join(reasons) or "only one core range is free")))
         return None
-    plan = facts.plan(tp, n, pp=pp)
+    import dataclasses
+
+    whole = facts.plan(tp, len(arms), pp=pp)  # counts every arm still to launch ("2 of 3 arm(s) at once")
+    plan = dataclasses.replace(whole, ranges=whole.ranges[:n])
     try:
         ports = arm_ports(int(s.port), plan.parallel, in_use=lambda p: not port_free(s.host, p),
                           avoid=[root_comm_port(r) for r in plan.ranges])

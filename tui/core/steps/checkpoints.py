@@ -21,7 +21,8 @@ the target as the draft's fc takes). Also notes the target's MXFP4 quantization_
 profile clears it with --hf-overrides, and refuses what vLLM would refuse at startup for the models' shape
 (tui/core/modelshape.py: TP against the attention / KV heads of target and draft, max_model_len against the
 derived positions, PP against the layers); the shapes go into the step's facts as `model_shape` for the
-Profile pane's as-you-type checks.
+Profile pane's as-you-type checks. A tune run's other drafts (`[tune.drafts]`) get the same checks, each
+fact named with the draft's name ("draft checkpoint (redhat)"), so a typo fails here, before any launch.
 
 Hub settings come from `ctx.environ` (HF_ENDPOINT, HF_TOKEN, HF_HOME/HF_HUB_CACHE, HF_HUB_OFFLINE,
 HF_HUB_ETAG_TIMEOUT), see tui.core.hub. Writes checkpoints.json; tokens never reach a fact or a file.
@@ -744,6 +745,8 @@ def _model_paths(ctx: StepContext) -> list[tuple[str, str]]:
     out = [("models.target", m["target"]), ("models.draft", m["draft"])]
     if sp.get("model"):
         out.append(("speculative.model", sp["model"]))
+    for name, d in ((ctx.profile.data.get("tune") or {}).get("drafts") or {}).items():
+        out.append((f"tune.drafts.{name}.model", d["model"]))
     return [(k, ctx.ph.resolve(v)) for k, v in out]
 
 
@@ -903,6 +906,59 @@ def _shared_failure(a: ModelProbe, b: ModelProbe) -> HubFailure | None:
     return None
 
 
+class _Named(_Facts):
+    """The facts of one [tune.drafts] draft: each name carries the draft's, e.g. "draft type (redhat)"."""
+
+    def __init__(self, f: _Facts, name: str):
+        super().__init__(f.rec, f.secrets)
+        self.suffix = f" ({name})"
+
+    def add(self, name: str, value: Any, status: str, detail: str = "", remedy: str = "") -> None:
+        super().add(name + self.suffix, value, status, detail, remedy)
+
+
+def _tune_drafts(ctx: StepContext, main_draft: str) -> list[tuple[str, str, str]]:
+    """[(name, resolved model, method)] of the [tune.drafts] a tune run's arms load, other than the profile's own
+    draft with its own method (checked already)."""
+    t = ctx.profile.data.get("tune")
+    if not isinstance(t, dict):
+        return []
+    method = ctx.profile.speculative.method
+    out = []
+    for name, d in (t.get("drafts") or {}).items():
+        model, m = ctx.ph.resolve(d["model"]), d.get("method", method)
+        if (model, m) != (main_draft, method):
+            out.append((name, model, m))
+    return out
+
+
+def _tune_draft_facts(f: _Facts, ctx: StepContext, hs: HubSettings, name: str, method: str, probe: ModelProbe,
+                      target: ModelProbe, tf: dict[str, Any] | None, realigned: bool | None
+                      ) -> tuple[list[str], list[str], dict[str, Any]]:
+    """The checks of the profile's own draft, for one [tune.drafts] draft: reachable (a typo is named here,
+    before any launch), its config and layout, compatible with the target for its method, and its shape
+    against the TP. Returns (shape refusals, compatibility evidence, its checkpoints.json entry)."""
+    nf = _Named(f, name)
+    _model_facts(nf, "draft", probe, hs)
+    df = _draft_fields(probe.config, probe.tensors, probe.name) if probe.config is not None else None
+    entry = dict(probe.as_json(), config=df, method=method)
+    if df is None:
+        return [], [], entry
+    nf.add("draft config", _describe_config("draft", df), "info", "from config.json")
+    _layout_fact(nf, probe, df)
+    mismatch: list[str] = []
+    if tf is not None:
+        sub = dataclasses.replace(ctx, profile=ctx.profile.with_values({"speculative.method": method}))
+        before = len(f.rec.facts)
+        if not _compat_facts(nf, sub, target, probe, tf, df):
+            mismatch = [scrub(f"{x.name}: {x.value} — {x.detail}", hs.secrets) for x in f.rec.facts[before:]
+                        if x.status == "fail"]
+    shape = ms.shape_of(probe.config, probe.name, "draft", realigned)
+    entry["model_shape"] = shape
+    refused, _ = _shape_facts(nf, ctx, {"draft": shape})
+    return refused, mismatch, entry
+
+
 async def run(ctx: StepContext, *, timeout_s: float | None = None) -> StepResult:
     rec = FactRecorder(ctx, STEP)
     hs = hub_settings(ctx.environ, sim_hub=ctx.ph.sim_hub, timeout_s=timeout_s)
@@ -916,8 +972,10 @@ async def run(ctx: StepContext, *, timeout_s: float | None = None) -> StepResult
 
     prepare = await _prepare(ctx, f, hs.secrets)  # local model directories that do not exist yet
 
-    target, draft = await asyncio.gather(asyncio.to_thread(probe_model, target_name, hs),
-                                         asyncio.to_thread(probe_model, draft_name, hs))
+    tune_drafts = _tune_drafts(ctx, draft_name)  # every draft a tune arm loads is resolved here, before any launch
+    target, draft, *tune_probes = await asyncio.gather(
+        asyncio.to_thread(probe_model, target_name, hs), asyncio.to_thread(probe_model, draft_name, hs),
+        *(asyncio.to_thread(probe_model, model, hs) for _, model, _ in tune_drafts))
 
     tf = _target_fields(target.config) if target.config is not None else None
     df = _draft_fields(draft.config, draft.tensors, draft.name) if draft.config is not None else None
@@ -936,7 +994,7 @@ async def run(ctx: StepContext, *, timeout_s: float | None = None) -> StepResult
         f.add("draft config", _describe_config("draft", df), "info", "from config.json")
         _layout_fact(f, draft, df)
 
-    disk = _disk_fact(f, ctx, hs, [target, draft])
+    disk = _disk_fact(f, ctx, hs, [target, draft, *tune_probes])
 
     compatible = False
     if tf is not None and df is not None:
@@ -952,10 +1010,17 @@ async def run(ctx: StepContext, *, timeout_s: float | None = None) -> StepResult
               if target.config is not None else None,
               "draft": ms.shape_of(draft.config, draft_name, "draft", realigned) if draft.config is not None else None}
     refused, tp_suggest = _shape_facts(f, ctx, shapes)
+    tune_json: dict[str, Any] = {}
+    tune_mismatch: list[str] = []
+    for (name, _model, method), probe in zip(tune_drafts, tune_probes):
+        t_refused, t_mismatch, tune_json[name] = _tune_draft_facts(f, ctx, hs, name, method, probe, target, tf,
+                                                                    realigned)
+        refused += t_refused
+        tune_mismatch += t_mismatch
     if refused:
         diag = dg.make("settings-refused-by-vllm", STEP, refused,
                        advice=" ".join(dict.fromkeys(x.remedy for x in rec.facts if x.status == "fail"
-                                                     and x.name in SHAPE_FACTS.values())))
+                                                     and x.name.split(" (")[0] in SHAPE_FACTS.values())))
         tp_names = (SHAPE_FACTS[ms.TP_KEY], SHAPE_FACTS[ms.DRAFT_TP_KEY])
         if tp_suggest and all(e.split(":", 1)[0] in tp_names for e in refused):  # one fix: the pane's TP field
             diag = dataclasses.replace(diag, setting=ms.TP_KEY, suggest=tp_suggest)
@@ -964,7 +1029,9 @@ async def run(ctx: StepContext, *, timeout_s: float | None = None) -> StepResult
     if tf is not None and df is not None and not compatible:
         evidence = [scrub(f"{x.name}: {x.value} — {x.detail}", hs.secrets) for x in rec.facts
                     if x.status == "fail" and x.name in COMPAT_FACTS]
-        ctx.emit(dg.make("draft-target-mismatch", STEP, evidence))
+        ctx.emit(dg.make("draft-target-mismatch", STEP, evidence + tune_mismatch))
+    elif tune_mismatch:
+        ctx.emit(dg.make("draft-target-mismatch", STEP, tune_mismatch))
     for diag in dg.bf16_rule(STEP, target_name, ctx.profile.server.hf_overrides or {},
                              bool(tf is not None and tf.get("quantization"))):
         ctx.emit(diag)
@@ -981,6 +1048,7 @@ async def run(ctx: StepContext, *, timeout_s: float | None = None) -> StepResult
         "draft": draft_json,
         "compatible": compatible,
         "model_shape": shapes,
+        **({"tune_drafts": tune_json} if tune_json else {}),
         "disk": disk,
         "prepare": prepare,
         "status": rec.status(),

@@ -220,7 +220,7 @@ async def run(ctx: StepContext) -> StepResult:
         shared["host_ram_available"] = host_memory(root)[1]  # the parallel arms' capacity check
         plat.instance_fact(rec, expected_type, actual_type, dmi_src)
         plat.devices_fact(rec, root, nodes, expected_type or actual_type or "")
-        needed = plat.needed_cores(rec, tp, environ, server_env)
+        needed = plat.needed_cores(rec, tp, environ, server_env, pp)
         plat.neuron_ls_facts(rec, nls, parsed, nodes, tp, needed)
         shared["hbm_fits"] = (plat.hbm_fit_fact(rec, parsed, tp, target, draft, prof)
                               if parsed is not None else None)
@@ -381,6 +381,11 @@ def _interpreter_facts(rec: FactRecorder, interp: Interpreter, probe: ProbeResul
         else:
             remedy = ("activate the venv that has vllm-neuron (a Neuron DLAMI has /opt/aws_neuronx_venv_*vllm*) "
                       "or set [server] command")
+        if "not executable" in interp.error or "is a directory" in interp.error:  # there, but cannot be run
+            rec.add("vLLM interpreter", "not executable", "fail", interp.error,
+                    "make server.command[0] an executable file (`chmod +x`), or set [server] command to the vllm "
+                    "that should run")
+            return
         rec.add("vLLM interpreter", "not found", "fail", interp.error, remedy)
         return
     if not probe.ok:
