@@ -10,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static, TextArea
 
 from tui.keys import help_lines
+from tui.widgets.fields import Field
 
 MODAL_CSS = """
 {name} {{ align: center middle; background: $background 60%; }}
@@ -118,7 +119,7 @@ class SaveProfileScreen(ModalScreen["str | None"]):
             yield Label("A TOML file that `specdec-tui --profile FILE --headless` replays exactly.")
             if self.note:
                 yield Static(self.note, markup=False)
-            yield Input(value=self.default_path, id="save-path")
+            yield Field(value=self.default_path, id="save-path")
             yield Static("", id="save-error", markup=False)
             with Horizontal(classes="modal-buttons"):
                 yield Button("Cancel (esc)", id="cancel", compact=True)

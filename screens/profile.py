@@ -18,6 +18,7 @@ from tui.core.livecheck import ERROR, check_edits
 from tui.core.profile import Profile, ProfileError, bundled_profiles, load_profile, validate_value
 from tui.widgets.sweep import SweepToggle, with_sweep, without_sweep
 from tui.core.supervisor import port_free
+from tui.widgets.fields import Field
 from tui.widgets.pathtext import PathText
 
 from .base import StepPane
@@ -103,12 +104,12 @@ class ProfilePane(StepPane):
                              compact=True)
             with Horizontal(classes="row"):
                 yield Label("…or a TOML file")
-                yield Input(placeholder="path/to/profile.toml ⏎", id="profile-file", compact=True)
+                yield Field(placeholder="path/to/profile.toml ⏎", id="profile-file", compact=True)
             yield Static("", id="profile-about", markup=False)
             for section, key, label, kind in KNOBS:
                 with Horizontal(classes="row", id=knob_id(section, key) + "-row"):
                     yield Label(label)
-                    yield Input(id=knob_id(section, key), type="integer" if kind == "integer" else "text",
+                    yield Field(id=knob_id(section, key), type="integer" if kind == "integer" else "text",
                                 compact=True, select_on_focus=False)
                     yield Static("", classes="mark", markup=False)
             yield SweepToggle(id="profile-sweep", classes="row")
