@@ -259,7 +259,8 @@ class ProfilePane(StepPane):
             w.disabled = True
         self.set_hint("locked: the run has started (save it with w)")
 
-    def unlock_for_retry(self, profile: Profile, env_facts: dict[str, Any] | None = None) -> None:
+    def unlock_for_retry(self, profile: Profile, env_facts: dict[str, Any] | None = None,
+                         status: str = "failed") -> None:
         """A step failed: the settings become editable again, validated as you type against the profile rules
         and `env_facts` (what the environment step found); `r` retries with them. Choosing another profile
         stays locked: that is a new run."""
@@ -269,7 +270,11 @@ class ProfilePane(StepPane):
         self._fill(profile)
         for section, key, _label, _kind in KNOBS:
             self.query_one("#" + knob_id(section, key), Input).disabled = False
-        self.set_hint("a step failed: edit the settings here, then press r to retry with them")
+        if status == "interrupted":
+            self.set_hint("a step was stopped: edit the settings here, then press r to run it again with them")
+        else:
+            self.set_hint(f"a step {'was ' if status == 'unavailable' else ''}{status}: edit the settings here, then "
+                          "press r to retry with them")
 
     def focus_setting(self, setting: str) -> bool:
         """Focus the field of `setting` (a dotted key such as "server.tensor_parallel_size"); False when the
