@@ -59,3 +59,147 @@ async def test_a_pasted_number_lands_as_typed(pasted, want):
         await pilot.pause()
         assert field.value == want
         assert app.query_one("ProfilePane").edits() == {"benchmark.num_prompts": int(want)}
+
+
+# -- q quits (as ctrl+q), except where it is a letter ----------------------------------------------------------
+async def test_q_quits_from_the_step_list():
+    app = SpecdecApp(load_profile("demo"), scenarios.RUN_DIR, frozen=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.focused is app.query_one("StepList")
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_value == 130  # nothing ran: the run is recorded as interrupted, like ctrl+q
+
+
+async def test_q_asks_first_while_a_step_runs_types_in_a_field_and_does_nothing_in_a_dialog():
+    app = SpecdecApp(load_profile("demo"), scenarios.RUN_DIR, frozen=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        host = app.query_one("#knob-server-host")
+        host.focus()
+        host.cursor_position = len(host.value)
+        await pilot.press("q")
+        await pilot.pause()
+        assert host.value == "127.0.0.1q" and app.return_value is None and app.screen is app.screen_stack[0]
+        app.busy = "env"  # a step runs: q asks first, the same question as ctrl+q
+        app.query_one("StepList").focus()
+        await pilot.press("q")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "QuitScreen"
+        await pilot.press("q")  # inside the dialog q is not a second question
+        await pilot.pause()
+        assert type(app.screen).__name__ == "QuitScreen" and len(app.screen_stack) == 2
+        await pilot.press("n")
+        await pilot.pause()
+        assert app.screen is app.screen_stack[0] and app.return_value is None
+        app.busy = None
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert type(app.screen).__name__ == "HelpScreen"
+        await pilot.press("q")  # closes the help, does not quit
+        await pilot.pause()
+        assert app.screen is app.screen_stack[0] and app.return_value is None
+
+
+# -- the help screen wraps like prose and keeps a wrapped key description in its column ----------------------
+def _lines(widget) -> list[str]:
+    return ["".join(seg.text for seg in strip).rstrip() for strip in widget.render_lines(widget.region.reset_offset)]
+
+
+def screen_lines(app) -> list[str]:
+    """The screen as the terminal shows it, one string per row."""
+    return ["".join(seg.text for seg in strip).rstrip() for strip in app.screen._compositor.render_strips()]
+
+
+async def test_help_screen_wraps_paragraphs_and_indents_wrapped_key_descriptions():
+    from tui.keys import KEY_TABLE
+
+    app = SpecdecApp(load_profile("demo"), scenarios.RUN_DIR, frozen=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        keys = app.screen.query_one("#help-keys")
+        lines = _lines(keys)
+        first = lines[0]
+        col = len(first) - len(first.lstrip()) + len("n")
+        col = col + len(first[col:]) - len(first[col:].lstrip())  # where the descriptions start
+        assert first[col:].startswith("next: run the next step")
+        # Every line is either a key row or a wrapped description that starts in the description column.
+        for line in lines:
+            if line.strip():
+                assert line[:col].strip() == "" and line[col] != " " or line[:col].strip() != "", line
+        wrapped = [line for line in lines if line.strip() and not line[:col].strip()]
+        assert wrapped, "at 80×24 some descriptions wrap"
+        # Each key's whole description is there, words in order, whatever the wrapping.
+        text = " ".join(line[col:].strip() for line in lines)
+        for _k, action in KEY_TABLE:
+            assert action.replace("`", "") in text
+        # A paragraph is filled to the width: no line ends where the next word would still have fitted.
+        intro = app.screen.query("VerticalScroll > Static").first()
+        plines = [line for line in _lines(intro) if line]
+        width = intro.content_region.width
+        assert len(plines) >= 3
+        for a, b in zip(plines, plines[1:]):
+            assert len(a) + 1 + len(b.split()[0]) > width, (a, b)
+
+
+# -- a profile saved after a fix says it was edited -----------------------------------------------------------
+async def test_a_profile_saved_after_a_fix_does_not_keep_the_old_description(tmp_path, monkeypatch):
+    from tui.core.profile import load_profile as load
+
+    monkeypatch.chdir(tmp_path)
+    base = load("demo-tp8")
+    assert "TP 8" in base.data["description"]
+    app = SpecdecApp(base, tmp_path / "run", frozen=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        tp = app.query_one("#knob-server-tensor-parallel-size")
+        tp.value = "16"
+        await pilot.pause()
+        about = text_of(app.query_one("#profile-about"))
+        assert "edited: Tensor parallel (TP) 8 → 16" in about  # the pane says so before it is saved
+        app.query_one("#steps").focus()
+        await pilot.press("w")
+        await pilot.pause()
+        app.screen.query_one("#save-path").value = str(tmp_path / "fixed.toml")
+        await pilot.press("enter")
+        await pilot.pause()
+    saved = load(str(tmp_path / "fixed.toml"))
+    assert saved.server.tensor_parallel_size == 16
+    assert saved.data["description"].startswith("demo-tp8, edited: Tensor parallel (TP) 8 → 16 (was: ")
+
+
+# -- --open: no empty "Bundled profile: choose…" selector -------------------------------------------------------
+async def test_open_shows_the_runs_profile_not_an_empty_chooser(tmp_path):
+    from tui.browse import open_run
+    from snapshot_apps import tune
+
+    app = SpecdecApp(browse=open_run(tune.write_closed_run(tmp_path / "run")), frozen=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show_step("profile")
+        await pilot.pause()
+        assert not app.query_one("#profile-choose-row").display and not app.query_one("#profile-file-row").display
+        shown = "\n".join(screen_lines(app))
+        assert "choose…" not in shown and "Bundled profile" not in shown and "TOML file" not in shown
+        assert "demo" in shown and "profile.toml" in shown
+
+
+# -- the sweep sets k: "Speculative tokens" is disabled and says why ---------------------------------------------
+async def test_speculative_tokens_is_disabled_while_the_sweep_sets_k():
+    app = SpecdecApp(load_profile("demo"), scenarios.RUN_DIR, frozen=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        field = app.query_one("#knob-speculative-num-speculative-tokens")
+        assert not field.disabled
+        cb = app.query_one("#sweep-toggle")
+        cb.focus()
+        await pilot.press("space")
+        await pilot.pause()
+        await pilot.pause()
+        assert field.disabled
+        status = text_of(app.query_one("#profile-errors"))
+        assert "Speculative tokens: not used, the sweep sets k = 1, 2, 3" in status
+        # Visible at 80×24 without scrolling.
+        assert any("not used, the sweep sets" in line for line in screen_lines(app)), screen_lines(app)
+        await pilot.press("space")  # the sweep off again: the field is back
+        await pilot.pause()
+        await pilot.pause()
+        assert not field.disabled and "sweep sets" not in text_of(app.query_one("#profile-errors"))
