@@ -203,3 +203,32 @@ async def test_speculative_tokens_is_disabled_while_the_sweep_sets_k():
         await pilot.pause()
         await pilot.pause()
         assert not field.disabled and "sweep sets" not in text_of(app.query_one("#profile-errors"))
+
+
+# -- the tune results table survives a resize ----------------------------------------------------------------
+def _table_lines(app) -> list[str]:
+    table = app.query_one("#matrix-table")
+    return [line for line in _lines(table) if line.strip()]
+
+
+async def test_the_tune_results_table_is_whole_after_a_resize_and_back():
+    from snapshot_apps import replay, tune
+
+    app = SpecdecApp(tune.tune_profile(), scenarios.RUN_DIR, frozen=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await replay.feed(app, pilot, tune.tune_run())
+        app.show_step("results")
+        await pilot.pause()
+        before = _table_lines(app)
+        assert any(line.split()[:2] == ["★", "k=1"] and "1.69" in line for line in before), before
+        for size in ((120, 40), (80, 24)):
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+            await pilot.pause()
+            lines = _table_lines(app)
+            table = app.query_one("#matrix-table")
+            # Every cell whole: the arm names and the numbers as in the matrix, nothing cut, no sideways scroll.
+            assert any(line.lstrip().startswith("baseline") for line in lines), lines
+            assert any("134.5" in line and "1.69" in line and "69.0" in line for line in lines), lines
+            assert table.virtual_size.width <= table.size.width, (table.virtual_size, table.size)
+        assert _table_lines(app) == before
