@@ -232,3 +232,54 @@ async def test_the_tune_results_table_is_whole_after_a_resize_and_back():
             assert any("134.5" in line and "1.69" in line and "69.0" in line for line in lines), lines
             assert table.virtual_size.width <= table.size.width, (table.virtual_size, table.size)
         assert _table_lines(app) == before
+
+
+# -- compare: two runs of the same profile are told apart; a tune run's headless table fits -----------------
+async def test_compare_heads_two_runs_of_one_profile_apart(tmp_path):
+    from screens.compare import CompareApp
+    from snapshot_apps import tune
+    from tui.core.compare import load_run
+
+    a = load_run(tune.write_closed_run(tmp_path / "20260101-120000-demo"))
+    b = load_run(tune.write_closed_run(tmp_path / "20260102-090000-demo"))
+    app = CompareApp([a, b])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        table = app.screen.query_one("#compare-table").content
+        heads = [str(c.header) for c in table.columns[1:]]
+        assert len(heads) == 2 and heads[0] != heads[1], heads
+        assert "20260101-120000" in heads[0] and "20260102-090000" in heads[1]
+        legend = text_of(app.screen.query_one("#compare-legend"))
+        assert "20260101-120000-demo" in legend and "20260102-090000-demo" in legend
+        await pilot.press("escape")
+    # Runs of different profiles keep the short heads.
+    c = load_run(tune.write_closed_run(tmp_path / "20260103-100000-tune-demo", tune=True))
+    from screens.compare import compare_table
+    heads = [str(col.header) for col in compare_table([a, c], 200).columns[1:]]
+    assert heads[0] == "demo" and heads[1].startswith("tune-demo\n")
+
+
+def test_headless_compare_of_a_tune_run_fits_120_columns_and_says_each_recommendation_once(tmp_path):
+    import io
+
+    from rich.cells import cell_len
+    from rich.console import Console
+
+    from snapshot_apps import tune
+    from tui.core.compare import compare_columns, load_run, render_compare
+
+    a = load_run(tune.write_closed_run(tmp_path / "20260101-120000-demo"))
+    t = load_run(tune.write_closed_run(tmp_path / "20260101-130000-tune-demo", tune=True))
+    buf = io.StringIO()
+    render_compare([a, t], Console(file=buf, width=250, color_system=None))
+    out = buf.getvalue()
+    assert max(cell_len(line) for line in out.splitlines()) <= 120
+    rec = t["matrix"]["recommendation"]
+    for wl in ("sonnet", "chat"):
+        assert out.count(rec[wl]["text"]) == 1, wl
+    # Each run's verdict once (the fixture's two runs share its text), not once per column of the tune run.
+    assert a["verdict"]["text"] == t["verdict"]["text"] and out.count(t["verdict"]["text"]) == 2
+    # Every column's numbers are there (stacked in groups), the interval with them.
+    for c in compare_columns([a, t]):
+        assert f"{c['spec_tok_s']:.1f}" in out
+    assert "134.5 [130.6, 138.4]" in out and out.count("Recommended") >= 2
