@@ -283,3 +283,42 @@ def test_headless_compare_of_a_tune_run_fits_120_columns_and_says_each_recommend
     for c in compare_columns([a, t]):
         assert f"{c['spec_tok_s']:.1f}" in out
     assert "134.5 [130.6, 138.4]" in out and out.count("Recommended") >= 2
+
+
+# -- --open: a tune arm's pane says which workload and repeat its Bench line shows, and pages through them ---
+async def test_open_tune_arm_pane_labels_its_bench_and_pages_through_every_repeat(tmp_path):
+    import json
+
+    from tui.browse import open_run
+    from snapshot_apps import tune
+
+    d = tune.write_closed_run(tmp_path / "run", tune=True)
+    # Each repeat its own numbers (state.json facts.repeats, as the arm step records them).
+    state = json.loads((d / "state.json").read_text())
+    facts = state["steps"]["eagle3-k2"]["facts"]
+    facts["repeats"] = {w: [dict(facts["bench"], output_throughput=100.0 + 10 * i + r) for r in (1, 2, 3)]
+                        for i, w in enumerate(("sonnet", "chat"))}
+    (d / "state.json").write_text(json.dumps(state))
+    app = SpecdecApp(browse=open_run(d), frozen=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.show_step("eagle3-k2")
+        await pilot.pause()
+        pane = app.pane("eagle3-k2")
+
+        def bench_line() -> str:  # the Bench line as shown (it takes two or three rows at 80×24)
+            rows = screen_lines(app)
+            i = next(i for i, line in enumerate(rows) if "Bench" in line)
+            return " ".join(line.split("▕", 1)[-1].strip() for line in rows[i:i + 3])
+
+        assert "sonnet 1/3" in bench_line() and "101.00 tok/s" in bench_line(), bench_line()
+        assert any("6 bench runs on sonnet, chat" in line for line in pane.log_view.lines)
+        seen = []
+        for _ in range(len(pane.log_files) - 1):
+            await pilot.press("right_square_bracket")
+            await pilot.pause()
+            seen.append((pane.log_files[pane.log_index].name, bench_line()))
+        for name, line in seen:
+            wl, r = name.split(".")[1], int(name.split(".")[2][1:])
+            want = 100.0 + 10 * ("sonnet", "chat").index(wl) + r
+            assert f"{wl} {r}/3" in line and f"{want:.2f} tok/s" in line, (name, line)
+        assert len(seen) == 6
