@@ -50,6 +50,16 @@ def _short_title(title: str) -> str:
     return re.sub(r"^\d{8}-\d{6}-", "", title)
 
 
+def short_names(names: list[str]) -> dict[str, str]:
+    """Each run's name for a column head: without its timestamp where that leaves it unique, else whole (two
+    runs of the same profile, 20260101-130000-demo and 20260102-090000-demo, are not both "demo")."""
+    short = {n: _short_title(n) for n in names}
+    count: dict[str, int] = {}
+    for n in dict.fromkeys(names):
+        count[short[n]] = count.get(short[n], 0) + 1
+    return {n: (s if count[s] == 1 else n) for n, s in short.items()}
+
+
 def compare_table(reports: list[dict[str, Any]], width: int = 200) -> Table:
     """The columns and rows of headless `compare` (tui.core.compare), fitted to the width."""
     cols = screen_columns(reports, width)
@@ -58,8 +68,10 @@ def compare_table(reports: list[dict[str, Any]], width: int = 200) -> Table:
         multi[c["run"]] = multi.get(c["run"], 0) + 1
     table = Table(box=box.SIMPLE_HEAD, expand=True, show_edge=False, pad_edge=False)
     table.add_column("", no_wrap=True, style="bold", min_width=10, max_width=16)
+    names = short_names([c["run"] for c in compare_columns(reports)])
     for c in cols:
-        table.add_column(_short_title(column_title(c, multi)), ratio=1, overflow="fold")
+        title = column_title(c, multi)
+        table.add_column(names[c["run"]] + title[len(c["run"]):], ratio=1, overflow="fold")
     for label, *cells in compare_rows(cols):
         if label in SCREEN_ROWS_LEFT_OUT:
             continue
@@ -71,10 +83,11 @@ def verdicts_text(reports: list[dict[str, Any]], labels: list[str], paths: list[
     """Each run's verdict (✓/✗ and weight as well as colour) and its directory."""
     t = Text()
     t.append("Runs:", style="bold")
+    names = short_names(labels)
     for rep, lab, path in zip(reports, labels, paths):
         v = rep.get("verdict") or {}
         ok = bool(v.get("ok")) if isinstance(v, dict) else False
-        t.append(f"\n{'✓' if ok else '✗'} {_short_title(lab)}: ", style=status_style("green") if ok else status_style("bold red"))
+        t.append(f"\n{'✓' if ok else '✗'} {names[lab]}: ", style=status_style("green") if ok else status_style("bold red"))
         t.append(str((v or {}).get("text") or "no verdict"))
         if path and path != lab:
             t.append(f"\n  {path}", style="dim")

@@ -11,6 +11,7 @@ from ArmProgress). A run opened with --open shows the saved log files instead, o
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from rich.text import Text
@@ -59,6 +60,8 @@ class LaunchPane(StepPane):
         self.log_files: list[Path] = []
         self.log_index = 0
         self.log_loader: "object | None" = None  # callable(path, log_view) that fills the log view
+        self._repeat_facts: dict[tuple[str, int], dict[str, ev.Fact]] = {}  # (workload, repeat) → its numbers
+        self._notices: list[ev.Notice] = []  # the step's notices: --open shows them above each log file
 
     def compose_body(self) -> ComposeResult:
         yield PhaseTimeline(id=f"{self.step}-phases")
@@ -94,6 +97,8 @@ class LaunchPane(StepPane):
         self.attempt += 1
         self.smoke = self.lossless = None
         self.result_facts.clear()
+        self._repeat_facts.clear()
+        self._notices.clear()
         self.failed_facts.clear()
         self.diagnoses.clear()
         self.req = self.tok = None
@@ -132,6 +137,7 @@ class LaunchPane(StepPane):
             self._draw_problems()
         elif isinstance(event, ev.Notice):
             self.log_view.add_notice(event.level, event.text)
+            self._notices.append(event)
         elif isinstance(event, ev.ArmProgress):
             self._arm_progress(event)
         elif isinstance(event, ev.StepFinished):
@@ -144,6 +150,8 @@ class LaunchPane(StepPane):
 
     def _arm_progress(self, e: ev.ArmProgress) -> None:
         """A new workload or repeat starts: the bench line shows its own progress, labelled "sonnet 2/3"."""
+        if e.repeat > 0:
+            self._repeat_facts.setdefault((e.workload, e.repeat), {})
         prev = self.arm_progress
         self.arm_progress = e
         if prev is None or (prev.workload, prev.repeat) != (e.workload, e.repeat):
@@ -176,10 +184,28 @@ class LaunchPane(StepPane):
         n = len(self.log_files)
         lv.follow = False
         lv.add_notice("info", f"{path.name} ({self.log_index + 1} of {n}{': [ ] switch' if n > 1 else ''})")
+        for note in self._notices:
+            lv.add_notice(note.level, note.text)
         if callable(self.log_loader):
             self.log_loader(path, lv)
         lv.scroll_home(animate=False, immediate=True)
+        self._bench_of_log(path)
         return path
+
+    def _bench_of_log(self, path: Path) -> None:
+        """A tune arm's `{step}.{workload}.r{i}.bench.log`: the Bench line shows that repeat's numbers, labelled."""
+        m = re.fullmatch(re.escape(self.step) + r"\.(.+)\.r(\d+)\.bench\.log", path.name)
+        if m is None or self.arm_progress is None:
+            return
+        key = (m.group(1), int(m.group(2)))
+        facts = self._repeat_facts.get(key)
+        if not facts:
+            return
+        ap = self.arm_progress
+        self._arm_progress(ev.ArmProgress(self.step, key[0], key[1], ap.repeats, ap.workloads))
+        self.result_facts.clear()
+        self.result_facts.update(facts)
+        self._draw_bench()
 
     def _fact(self, f: ev.Fact) -> None:
         if f.name == "smoke test":
@@ -190,6 +216,9 @@ class LaunchPane(StepPane):
             self._draw_smoke()
         elif f.name in RESULT_FACTS:
             self.result_facts[f.name] = f
+            ap = self.arm_progress
+            if ap is not None and ap.repeat > 0:  # kept per repeat: --open pages the Bench line with the logs
+                self._repeat_facts.setdefault((ap.workload, ap.repeat), {})[f.name] = f
             self._draw_bench()
         elif f.name == "startup" and f.status == "pass":
             self.set_hint("")
@@ -264,6 +293,10 @@ class LaunchPane(StepPane):
             if second:
                 head = " · ".join(first)
                 choices += [head + "\n" + " · ".join(second), head + "\n" + " · ".join(short)]
+            if len(first) > 1:  # a tune arm's "sonnet 2/3 · " leads the line: the requests alone on the first
+                choices.append(first[0] + "\n" + " · ".join(first[1:] + short))
+                if len(short) > 1:
+                    choices.append(first[0] + "\n" + " · ".join(first[1:] + short[1:]) + "\n" + short[0])
             line.set_choices(choices)
             return
         if self.req is None:

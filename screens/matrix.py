@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -111,6 +112,11 @@ def matrix_rows(matrix: dict[str, Any], workload: str, width: int) -> tuple[list
             rows.append((arm["id"], [label, tok, speed, acc, al, _f(c.get("median_tpot_ms"), 2)]))
     return cols, rows
 # ----------------------------------------------------------------------------------------------------------------
+
+
+def _table_width(cols: list[str], rows: list[tuple[str, list[str]]]) -> int:
+    """The DataTable's width for these texts: each column its widest text plus one cell of padding each side."""
+    return sum(max([cell_len(c)] + [cell_len(cells[i]) for _a, cells in rows]) + 2 for i, c in enumerate(cols))
 
 
 def interval_bar(mean: float, lo: float | None, hi: float | None, top: float, width: int) -> str:
@@ -421,10 +427,15 @@ class MatrixPane(ResultsBase):
         m = self.matrix or {}
         width = self._content_width()
         cols, rows = matrix_rows(m, self.workload or "", width)
+        if _table_width(cols, rows) > width:  # the wide columns do not fit: the six essential ones
+            cols, rows = matrix_rows(m, self.workload or "", min(width, NARROW_WIDTH - 1))
         table = self.query_one(DataTable)
         table.clear(columns=True)
+        # Each column's width from its own texts: the DataTable's auto widths, recomputed on idle, were lost when
+        # a resize redrew the table (80x24 -> 120x40 and back left "bas" for "baseline", "1." for "1.69").
         for i, c in enumerate(cols):
-            table.add_column(Text(c, justify="left" if i == 0 else "right"), key=f"c{i}")
+            width = max([cell_len(c)] + [cell_len(cells[i]) for _arm, cells in rows])
+            table.add_column(Text(c, justify="left" if i == 0 else "right"), key=f"c{i}", width=width)
         for arm_id, cells in rows:
             rendered = [Text(cells[0], style="bold" if cells[0].startswith("★") else "")]
             rendered += [Text(v, justify="right") for v in cells[1:]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -9,7 +10,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static, TextArea
 
-from tui.keys import help_lines
+from tui.keys import KEY_TABLE, help_lines
+from tui.widgets.fields import Field
 
 MODAL_CSS = """
 {name} {{ align: center middle; background: $background 60%; }}
@@ -56,27 +58,36 @@ class QuitScreen(ModalScreen[bool]):
         self.dismiss(False)
 
 
-HELP_TEXT = """\
-specdec-tui walks through the tutorial "Deploy EAGLE3 speculative decoding with vLLM Neuron":
-check the instance, look up both checkpoints, fetch the dataset, launch and benchmark the
-baseline server, then the EAGLE3 server, and compare them.
+HELP_INTRO = ("specdec-tui walks through the tutorial \"Deploy EAGLE3 speculative decoding with vLLM Neuron\": check "
+              "the instance, look up both checkpoints, fetch the dataset, launch and benchmark the baseline server, "
+              "then the EAGLE3 server, and compare them.")
+HELP_OUTRO = (
+    "When a step fails, its pane starts with the diagnosis and the fix. The settings become editable again on the "
+    "Profile pane (validated as you type); r retries the failed step with them.",
+    "Everything the app does is in the run directory: state.json, profile.toml, each server's log (*.serve.log) "
+    "and command (*.command.sh), the benchmark JSON files and the report. `specdec-tui --profile <run dir>/"
+    "profile.toml --headless` replays a run.",
+)
+# The help as plain text (no hard breaks inside a paragraph: the screen wraps them to its width).
+HELP_TEXT = "\n\n".join([HELP_INTRO, "Keys\n" + help_lines(), *HELP_OUTRO])
 
-Keys
-{keys}
 
-When a step fails, its pane starts with the diagnosis and the fix. The settings become editable
-again on the Profile pane (validated as you type); r retries the failed step with them.
-
-Everything the app does is in the run directory: state.json, profile.toml, each
-server's log (*.serve.log) and command (*.command.sh), the benchmark JSON files and
-the report. `specdec-tui --profile <run dir>/profile.toml --headless` replays a run.
-""".replace("{keys}", help_lines())
+def key_grid() -> Table:
+    """KEY_TABLE as two columns: a description that wraps stays indented under its own column."""
+    grid = Table.grid(padding=(0, 2), expand=True)
+    grid.add_column(max_width=16, style="bold")
+    grid.add_column(ratio=1, overflow="fold")
+    for keys, action in KEY_TABLE:
+        grid.add_row(keys.replace("`", ""), action.replace("`", ""))
+    return grid
 
 
 class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = MODAL_CSS.format(name="HelpScreen") + """
     HelpScreen > Vertical { width: 96; height: 90%; }
     HelpScreen VerticalScroll { height: 1fr; }
+    HelpScreen VerticalScroll > Static { margin: 0 0 1 0; }
+    HelpScreen #help-keys { padding: 0 0 0 2; }
     """
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close", id="help-close")]
 
@@ -84,7 +95,11 @@ class HelpScreen(ModalScreen[None]):
         with Vertical():
             yield Static("Help", classes="modal-title", markup=False)
             with VerticalScroll():
-                yield Static(HELP_TEXT, markup=False)
+                yield Static(HELP_INTRO, markup=False)
+                yield Static("Keys", classes="modal-title", markup=False)
+                yield Static(key_grid(), id="help-keys")
+                for para in HELP_OUTRO:
+                    yield Static(para, markup=False)
             with Horizontal(classes="modal-buttons"):
                 yield Button("Close (esc)", id="close", variant="primary", compact=True)
 
@@ -118,7 +133,7 @@ class SaveProfileScreen(ModalScreen["str | None"]):
             yield Label("A TOML file that `specdec-tui --profile FILE --headless` replays exactly.")
             if self.note:
                 yield Static(self.note, markup=False)
-            yield Input(value=self.default_path, id="save-path")
+            yield Field(value=self.default_path, id="save-path")
             yield Static("", id="save-error", markup=False)
             with Horizontal(classes="modal-buttons"):
                 yield Button("Cancel (esc)", id="cancel", compact=True)

@@ -16,8 +16,10 @@ from textual.widgets import Button, Input, Label, Select, Static
 from tui.core import events as ev
 from tui.core.livecheck import ERROR, check_edits
 from tui.core.profile import Profile, ProfileError, bundled_profiles, load_profile, validate_value
+from tui.core.arms import is_tune
 from tui.widgets.sweep import SweepToggle, with_sweep, without_sweep
 from tui.core.supervisor import port_free
+from tui.widgets.fields import Field
 from tui.widgets.pathtext import PathText
 
 from .base import StepPane
@@ -91,24 +93,26 @@ class ProfilePane(StepPane):
         self.retry_open = False
         self.run_dir = run_dir
         self._filling = False
+        self._origins: dict[str, Profile | None] = {}
+        self._about_for: Profile | None = None
 
     def compose_body(self) -> ComposeResult:
         names = list(bundled_profiles())
         # A bundled profile's source is its bundled name; a file's own `name` may equal one and is not it.
         current = self.base.source if self.base is not None and self.base.source in names else Select.NULL
         with ProfileForm():
-            with Horizontal(classes="row"):
+            with Horizontal(classes="row", id="profile-choose-row"):
                 yield Label("Bundled profile")
                 yield Select([(n, n) for n in names], prompt="choose…", value=current, id="profile-select",
                              compact=True)
-            with Horizontal(classes="row"):
+            with Horizontal(classes="row", id="profile-file-row"):
                 yield Label("…or a TOML file")
-                yield Input(placeholder="path/to/profile.toml ⏎", id="profile-file", compact=True)
+                yield Field(placeholder="path/to/profile.toml ⏎", id="profile-file", compact=True)
             yield Static("", id="profile-about", markup=False)
             for section, key, label, kind in KNOBS:
                 with Horizontal(classes="row", id=knob_id(section, key) + "-row"):
                     yield Label(label)
-                    yield Input(id=knob_id(section, key), type="integer" if kind == "integer" else "text",
+                    yield Field(id=knob_id(section, key), type="integer" if kind == "integer" else "text",
                                 compact=True, select_on_focus=False)
                     yield Static("", classes="mark", markup=False)
             yield SweepToggle(id="profile-sweep", classes="row")
@@ -146,6 +150,11 @@ class ProfilePane(StepPane):
         finally:
             self._filling = False
         self.query_one(SweepToggle).show(profile)
+        self._draw_about(profile)
+        self._sync_sweep_field()
+        self.validate_all()
+
+    def _draw_about(self, profile: Profile | None) -> None:
         about = Text()
         if profile is None:
             about.append("Choose a bundled profile (demo runs everything on a simulator) or load a TOML file.",
@@ -157,12 +166,38 @@ class ProfilePane(StepPane):
                 about.append("SIMULATED", style="bold reverse")
             if profile.source != profile.name:
                 about.append(f"  {profile.source}", style="dim")
-            desc = profile.data.get("description", "")
+            desc = edited_description(profile, self._origin(profile)) or profile.data.get("description", "")
             if desc:
                 about.append(f"\n{desc}", style="dim")
             about.append(f"\n{profile.models.target} → {profile.draft_model}")
         self.query_one("#profile-about", Static).update(about)
-        self.validate_all()
+
+    def _origin(self, profile: Profile) -> Profile | None:
+        """The profile as its source (bundled name or file) has it, read once per source."""
+        if profile.source not in self._origins:
+            try:
+                self._origins[profile.source] = load_profile(profile.source)
+            except (ProfileError, OSError, ValueError):
+                self._origins[profile.source] = None
+        return self._origins[profile.source]
+
+    def sweep_ks(self) -> list[int] | None:
+        """The k the sweep runs (the profile's [tune] table), or None without a sweep."""
+        if self.base is None or not is_tune(self.base):
+            return None
+        return list(self.base.data["tune"]["num_speculative_tokens"])
+
+    def _sync_sweep_field(self) -> None:
+        """With the sweep on, each arm has its own k (tune.num_speculative_tokens): the single "Speculative
+        tokens" value is not used, so its field is disabled and the status line says why."""
+        field = self.query_one("#" + knob_id("speculative", "num_speculative_tokens"), Input)
+        ks = self.sweep_ks()
+        if ks is not None:
+            field.disabled = True
+            field.tooltip = f"The sweep sets k per arm: k = {', '.join(map(str, ks))}"
+        else:
+            field.tooltip = None
+            field.disabled = self.locked and not self.retry_open
 
     def _values(self) -> tuple[dict[str, Any], dict[str, str]]:
         values: dict[str, Any] = {}
@@ -206,6 +241,9 @@ class ProfilePane(StepPane):
         else:
             self.edited = None
         self._draw_errors()
+        if self.edited is not None and self.edited is not self._about_for:
+            self._about_for = self.edited
+            self._draw_about(self.edited)  # an edit makes the description say "edited"
         valid = self.edited is not None
         self.post_message(self.Changed(self.edited, valid))
         return valid
@@ -225,11 +263,15 @@ class ProfilePane(StepPane):
             row = self.query_one("#" + knob_id(section, key) + "-row")
             row.set_class(bad, "-invalid")
             row.set_class(warned, "-warned")
-            row.query_one(".mark", Static).update("✗" if bad else "⚠" if warned else
+            swept = dotted == "speculative.num_speculative_tokens" and self.sweep_ks() is not None
+            row.query_one(".mark", Static).update("✗" if bad else "⚠" if warned else "–" if swept else
                                                   ("✓" if self.base is not None else ""))
         box = self.query_one("#profile-errors", Static)
         msgs = list(dict.fromkeys(list(self.errors.values()) + ([self.cross_error] if self.cross_error else [])))
         warns = [f"⚠ {m}" for m in dict.fromkeys(self.warnings.values())]
+        ks = self.sweep_ks()
+        if ks is not None:
+            warns.append(f"– Speculative tokens: not used, the sweep sets k = {', '.join(map(str, ks))}")
         if msgs:
             box.update("\n".join([f"✗ {m}" for m in msgs] + warns))
             box.set_class(False, "-ok")
@@ -256,9 +298,14 @@ class ProfilePane(StepPane):
         self.retry_open = False
         for w in self.query("Input, Select, Checkbox"):
             w.disabled = True
+        # Choosing another profile is a new run: the chooser rows go (disabled, they only showed an empty
+        # "choose…" for a profile from a file or a run directory); the lines under them name the profile.
+        for row in self.query("#profile-choose-row, #profile-file-row"):
+            row.display = False
         self.set_hint("locked: the run has started (save it with w)")
 
-    def unlock_for_retry(self, profile: Profile, env_facts: dict[str, Any] | None = None) -> None:
+    def unlock_for_retry(self, profile: Profile, env_facts: dict[str, Any] | None = None,
+                         status: str = "failed") -> None:
         """A step failed: the settings become editable again, validated as you type against the profile rules
         and `env_facts` (what the environment step found); `r` retries with them. Choosing another profile
         stays locked: that is a new run."""
@@ -268,7 +315,12 @@ class ProfilePane(StepPane):
         self._fill(profile)
         for section, key, _label, _kind in KNOBS:
             self.query_one("#" + knob_id(section, key), Input).disabled = False
-        self.set_hint("a step failed: edit the settings here, then press r to retry with them")
+        self._sync_sweep_field()
+        if status == "interrupted":
+            self.set_hint("a step was stopped: edit the settings here, then press r to run it again with them")
+        else:
+            self.set_hint(f"a step {'was ' if status == 'unavailable' else ''}{status}: edit the settings here, then "
+                          "press r to retry with them")
 
     def focus_setting(self, setting: str) -> bool:
         """Focus the field of `setting` (a dotted key such as "server.tensor_parallel_size"); False when the
@@ -344,6 +396,7 @@ class ProfilePane(StepPane):
             return
         self.base = with_sweep(self.base) if event.on else without_sweep(self.base)
         self.query_one(SweepToggle).show(self.base)
+        self._sync_sweep_field()
         self.validate_all()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
@@ -355,11 +408,36 @@ class ProfilePane(StepPane):
         pass
 
 
+def edited_description(profile: Profile, origin: Profile | None = None) -> str | None:
+    """A description for `profile` once its settings differ from the bundled profile or file it came from
+    (a fix applied on the Profile pane, the sweep toggled): the original's text describes the original ("TP 8
+    → HBM allocation failure"), so it says what changed and quotes the old text. None when nothing changed
+    or the origin cannot be read."""
+    if origin is None:
+        try:
+            origin = load_profile(profile.source)
+        except (ProfileError, OSError, ValueError):
+            return None
+    changes = [f"{label} {origin.data[section][key]} → {profile.data[section][key]}"
+               for section, key, label, _kind in KNOBS
+               if origin.data[section][key] != profile.data[section][key]]
+    if is_tune(origin) != is_tune(profile):
+        changes.append("sweep k " + ("on" if is_tune(profile) else "off"))
+    if not changes:
+        return None
+    old = origin.data.get("description", "")
+    return f"{origin.name}, edited: {', '.join(changes)}" + (f" (was: {old})" if old else "")
+
+
 def save_profile(profile: Profile, path: Path) -> Profile:
-    """Write `profile` as TOML at `path` (its name becomes the file's stem) and return the reloaded one."""
+    """Write `profile` as TOML at `path` (its name becomes the file's stem) and return the reloaded one. A
+    profile edited since it was loaded gets a description that says so (edited_description)."""
     path = Path(path).expanduser()
     if path.suffix != ".toml":
         path = path.with_suffix(".toml")
+    desc = edited_description(profile)
+    if desc is not None:
+        profile = profile.with_values({"description": desc})
     named = profile.with_values({"name": path.stem}) if profile.raw.get("name") != path.stem else profile
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(named.to_toml(), encoding="utf-8")

@@ -153,7 +153,7 @@ def normalized(report: dict) -> dict:
     # EAGLE3 slower): compare everything else, and check the verdict against the numbers separately.
     r.pop("exit_code", None)
     # (the results summary counts its diagnoses, the throughput one included: the list below is compared)
-    r["steps"] = [dict(st, status="<verdict>", summary=re.sub(r"; \d+ diagnosis\(es\)$", "", st["summary"]))
+    r["steps"] = [dict(st, status="<verdict>", summary=re.sub(r"; \d+ diagnos[ie]s$", "", st["summary"]))
                   if st["id"] == "results" else st for st in r["steps"]]
     r["diagnostics"] = [d for d in r["diagnostics"] if d["id"] != "throughput-regressed"]
     for d in r["diagnostics"]:
@@ -348,6 +348,17 @@ async def test_stop_server_interrupts_the_launch_and_retry_is_offered(isolated):
         assert app.status["baseline"] == "interrupted" and app.failed_step == "baseline"
         assert app.check_action("retry", ()) is True
         assert run_children() == []
+        # The Profile pane says the step was stopped (not that it failed); the "Stopping…" toast goes once the
+        # server has stopped, and a toast says so.
+        hint = app.query_one("ProfilePane").hint
+        assert "stopped" in hint and "failed" not in hint
+        for _ in range(50):
+            notes = [n.message for n in app._notifications]
+            if not any(m.startswith("Stopping") for m in notes):
+                break
+            await pilot.pause(0.1)
+        assert not any(m.startswith("Stopping") for m in notes), notes
+        assert any("has stopped" in m for m in notes), notes
         await pilot.press("ctrl+q")  # nothing runs: no question asked
         await asyncio.wait_for(app.shutdown_done.wait(), STEP_TIMEOUT_S)
     assert app.return_value == 130

@@ -177,7 +177,11 @@ async def test_save_as_profile_writes_a_toml_that_replays_exactly(tmp_path, monk
     saved = load_profile(str(tmp_path / "mine.toml"))
     edited = base.with_values({"benchmark.num_prompts": 7, "speculative.num_speculative_tokens": 2})
     assert saved.name == "mine"
-    assert saved.data == dict(edited.data, name="mine")
+    # The demo's description no longer describes it: the saved one says what was edited and quotes the old.
+    desc = saved.data["description"]
+    assert desc.startswith("demo, edited: Speculative tokens 1 → 2, Prompts 30 → 7 (was: ")
+    assert desc.endswith(f"(was: {base.data['description']})")
+    assert saved.data == dict(edited.data, name="mine", description=desc)
     assert show_commands_text(saved, "RUN") == show_commands_text(edited, "RUN")
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.notifications import Notification, Notify
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Input, Static
@@ -93,6 +94,8 @@ class SpecdecApp(App[int]):
         Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Keys and how the app works"),
         Binding("escape", "focus_steps", "Steps", show=False, id="focus-steps"),
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True, tooltip="Quit (asks while a server is running)"),
+        # q quits too, where no text field takes it as a letter (an Input, the log filter, a list's search).
+        Binding("q", "quit_key", "Quit", id="quit-q", show=False, tooltip="Quit (asks while a server is running)"),
     ]
 
     def __init__(self, profile: Profile | None = None, run_dir: str | Path | None = None,
@@ -462,7 +465,7 @@ class SpecdecApp(App[int]):
                 self.set_step_status(step, e.status, e.seconds, e.summary)
                 if e.status in ("failed", "unavailable", "interrupted") and self.engine is not None \
                         and not self._quitting:
-                    self.query_one(ProfilePane).unlock_for_retry(self.engine.profile, self._env_facts())
+                    self.query_one(ProfilePane).unlock_for_retry(self.engine.profile, self._env_facts(), e.status)
             self._update_header()
             return
         if isinstance(e, ev.RunFinished):
@@ -908,8 +911,22 @@ class SpecdecApp(App[int]):
         if self.busy not in self.launch_steps:
             self.notify("No server is running.")
             return
-        self.notify(f"Stopping the {self.plan.pane_titles.get(self.busy, self.busy)}…")
-        self.run_worker(self._cancel_running(), name="stop-server", group="control", exit_on_error=False)
+        what = self.plan.pane_titles.get(self.busy, self.busy)
+        # The toast stays while the server stops (it may take a grace period) and goes when it has stopped.
+        note = Notification(f"Stopping the {what}…", "", "information", 120)
+        self.post_message(Notify(note))
+        self.run_worker(self._stop_server(note, what), name="stop-server", group="control", exit_on_error=False)
+
+    async def _stop_server(self, note: Notification, what: str) -> None:
+        try:
+            await self._cancel_running()
+        finally:
+            try:
+                self._unnotify(note)
+            except KeyError:
+                pass  # already timed out or dismissed
+        if not self._quitting:
+            self.notify(f"The {what} has stopped: r runs its step again.", timeout=5)
 
     def action_export(self) -> None:
         if self.browse is not None:
@@ -946,6 +963,10 @@ class SpecdecApp(App[int]):
             self.notify("Wrote " + ", ".join(shorten_path(str(p), width) for p in paths.values()), timeout=8)
 
     # -- quitting -------------------------------------------------------------------------------------------------
+    async def action_quit_key(self) -> None:
+        """q: the same as ctrl+q (with its confirmation while a server runs); inside a dialog it does nothing."""
+        await self.action_quit()
+
     async def action_quit(self) -> None:
         if self._quitting:
             return

@@ -288,7 +288,34 @@ def _launch_events(run: ClosedRun, sid: str) -> list[ev.Event]:
             same = bool(smoke["matches_baseline"])
             out.append(ev.Fact(sid, "lossless check", "same as baseline" if same else "differs from baseline",
                                "pass" if same else "warn"))
+    reps = f.get("repeats")
+    per = {w: [r for r in v if isinstance(r, dict)] for w, v in reps.items() if isinstance(v, list)} \
+        if isinstance(reps, dict) else {}
+    per = {w: v for w, v in per.items() if v}
+    if per:
+        # A tune arm benched each workload `repeats` times: every repeat's numbers, labelled with its workload and
+        # repeat; the pane shows the first (and the one whose log file [ / ] pages to).
+        names = tuple(per)
+        for w, recs in per.items():
+            for i, rec in enumerate(recs, 1):
+                out.append(ev.ArmProgress(sid, w, i, len(recs), names))
+                out.extend(_bench_facts(sid, rec))
+        n = sum(len(v) for v in per.values())
+        first = names[0]
+        out.append(ev.ArmProgress(sid, first, 1, len(per[first]), names))
+        out.extend(_bench_facts(sid, per[first][0]))
+        out.append(ev.Notice(sid, "info", f"{n} bench {'run' if n == 1 else 'runs'} on {', '.join(names)}: "
+                                          "[ ] pages through their log files and numbers; the numbers with their "
+                                          "intervals are on the Results pane"))
+        return out
     bench = f.get("bench") or (run.report.get("runs") or {}).get(sid) or {}
+    out.extend(_bench_facts(sid, bench))
+    return out
+
+
+def _bench_facts(sid: str, bench: Any) -> list[ev.Event]:
+    """One bench result's numbers as the facts a server step's Bench line shows."""
+    out: list[ev.Event] = []
     if isinstance(bench, dict) and bench:
         if bench.get("completed") is not None:
             out.append(ev.Fact(sid, "requests", f"{bench.get('completed')} completed, {bench.get('failed', 0)} failed",
@@ -302,11 +329,6 @@ def _launch_events(run: ClosedRun, sid: str) -> list[ev.Event]:
         if isinstance(ar, (int, float)):
             out.append(ev.Fact(sid, "acceptance", f"{ar:.2f}%" + (f" (length {al:.2f})" if isinstance(al, (int, float))
                                                                    else ""), "pass"))
-    reps = f.get("repeats")
-    if isinstance(reps, dict) and reps:
-        n = sum(len(v) for v in reps.values() if isinstance(v, list))
-        out.append(ev.Notice(sid, "info", f"{n} bench run(s) on {', '.join(reps)}: the numbers with their intervals "
-                                          "are on the Results pane"))
     return out
 
 

@@ -17,15 +17,15 @@ KEY_TABLE: tuple[tuple[str, str], ...] = (
     ("`↑` `↓`", "move in the focused list or log (in the step list: show that step's pane)"),
     ("`tab` / `shift+tab`", "move between widgets"),
     ("`esc`", "back to the step list (in the log filter: clear it, then back to the log)"),
-    ("`?` / `ctrl+p` / `ctrl+q`", "help / command palette / quit (asks first while a server runs, then stops it)"),
+    ("`?` / `ctrl+p` / `q` or `ctrl+q`", "help / command palette / quit (asks first while a server runs, then stops it)"),
 )
 
 # Every binding of the main screen, by key, and where KEY_TABLE documents it.
 DOCUMENTED_KEYS = {
     "n": "`n`", "a": "`a`", "r": "`r`", "p": "`p`", "s": "`s`", "e": "`e`", "l": "`l` / `f` / `v` / `/`",
     "f": "`l` / `f` / `v` / `/`", "v": "`l` / `f` / `v` / `/`", "slash": "`l` / `f` / `v` / `/`", "c": "`c`",
-    "w": "`w`", "left_square_bracket": "`[` / `]`", "right_square_bracket": "`[` / `]`", "escape": "`esc`", "question_mark": "`?` / `ctrl+p` / `ctrl+q`",
-    "ctrl+q": "`?` / `ctrl+p` / `ctrl+q`",
+    "w": "`w`", "left_square_bracket": "`[` / `]`", "right_square_bracket": "`[` / `]`", "escape": "`esc`", "question_mark": "`?` / `ctrl+p` / `q` or `ctrl+q`",
+    "ctrl+q": "`?` / `ctrl+p` / `q` or `ctrl+q`", "q": "`?` / `ctrl+p` / `q` or `ctrl+q`",
 }
 
 

@@ -188,7 +188,7 @@ def launch_events(step: str, profile: Profile, *, finish: bool = True, fault: bo
     clean("WARNING: compile cache miss; compiling (first launch is slow)", "WARNING")
     if not finish:
         return out
-    out.append(ev.Phase(step, "compile", "finished", 4.1, "cache 0 hit(s), 1 miss(es)", ts=0.0))
+    out.append(ev.Phase(step, "compile", "finished", 4.1, "cache 0 hits, 1 miss", ts=0.0))
     out.append(ev.Phase(step, "warmup", "started", ts=0.0))
     out.append(ev.Phase(step, "warmup", "finished", 1.0, ts=0.0))
     out.append(ev.Phase(step, "ready", "started", ts=0.0))
@@ -290,7 +290,7 @@ def results_regressed_events() -> list[ev.Event]:
         ev.Fact("results", "median TPOT", "7.77 → 15.46 ms", "warn", "ratio 1.99"),
         ev.Fact("results", "acceptance rate", "76.18%", "pass", "acceptance length 1.76 (source: metrics)"),
         ev.StepFinished("results", "failed", 0.1, "EAGLE3 output throughput speedup 0.52x, acceptance 76.2%; "
-                        "1 diagnosis(es)", ts=0.0),
+                        "1 diagnosis", ts=0.0),
         ev.RunFinished("", 1, f"{RUN_DIR}/report.json", ts=0.0),
     ]
 

@@ -282,7 +282,7 @@ def write_closed_run(root: Path, *, tune: bool = False, matrix: dict[str, Any] |
                    "summary": state_steps[s]["summary"]} for s in steps],
         "runs": {} if tune else runs, "comparison": {} if tune else comparison(runs),
         "diagnostics": [{"id": "compile-cache-cold", "severity": "info", "title": "The compile cache was cold",
-                         "evidence": ["compile cache: 0 hit(s), 1 miss(es)"],
+                         "evidence": ["compile cache: 0 hits, 1 miss"],
                          "remedy": "keep VLLM_CACHE_ROOT on local NVMe so relaunches hit the cache",
                          "step": "baseline"}],
     }

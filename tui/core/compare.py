@@ -234,9 +234,29 @@ def compare_json(reports: Sequence[dict[str, Any]], paths: Sequence[str] | None 
             "columns": cols}
 
 
+RUN_ROWS = ("Profile", "Verdict", "Platform", "Target")  # one value per run: said once, above the table
+TABLE_MAX_WIDTH = 120  # the headless table is stacked (columns in groups) to fit this, or the console if narrower
+
+
+def _stack(widths: Sequence[int], label_width: int, limit: int) -> list[list[int]]:
+    """Column indexes in groups whose table (the label column, then these) fits `limit` columns."""
+    groups: list[list[int]] = []
+    used = limit
+    for i, w in enumerate(widths):
+        if not groups or used + w + 3 > limit:
+            groups.append([])
+            used = label_width + 4
+        groups[-1].append(i)
+        used += w + 3
+    return groups
+
+
 def render_compare(reports: Sequence[dict[str, Any]], console: Any) -> None:
-    """The table on a rich Console: columns = runs (× arms × workloads), rows = ROWS; the recommendations of
-    matrix runs underneath."""
+    """Headless compare on a rich Console: each run once (its profile, platform, target, verdict and, for a
+    matrix, the recommendation per workload), then the numbers with columns = runs (× arms × workloads) and
+    rows = ROWS less the per-run ones, stacked in groups of columns that fit the console (at most
+    TABLE_MAX_WIDTH columns)."""
+    from rich.cells import cell_len
     from rich.markup import escape
     from rich.table import Table
 
@@ -244,20 +264,41 @@ def render_compare(reports: Sequence[dict[str, Any]], console: Any) -> None:
     multi: dict[str, int] = {}
     for c in cols:
         multi[c["run"]] = multi.get(c["run"], 0) + 1
-    t = Table(title="specdec-tui compare", show_lines=False)
-    t.add_column("", style="bold", no_wrap=True)
-    for c in cols:
-        t.add_column(escape(column_title(c, multi)), overflow="fold")
-    for row in compare_rows(cols):
-        t.add_row(*(escape(x) for x in row))
-    console.print(t)
-    shown: set[tuple[str, str]] = set()
-    for c in cols:
-        key = (c["run"], str(c.get("workload")))
-        if c.get("recommendation") and key not in shown:
-            shown.add(key)
-            console.print(f"[bold]{escape(c['run'])}[/] {escape(str(c.get('workload')))}: {escape(c['recommendation'])}")
+    console.print("[bold]specdec-tui compare[/]")
+    all_rows = compare_rows(cols)
+    run_rows = {r[0]: r[1:] for r in all_rows if r[0] in RUN_ROWS}
+    drafts = {r[0]: r[1:] for r in all_rows}["Draft"]
+    # A draft shared by all of a run's columns is said once, on the run's line (it is the widest cell).
+    one_draft = all(len({d for d, c in zip(drafts, cols) if c["run"] == run}) == 1 for run in multi)
+    seen_runs: set[str] = set()
+    for i, c in enumerate(cols):
+        if c["run"] in seen_runs:
+            continue
+        seen_runs.add(c["run"])
+        profile, verdict = run_rows["Profile"][i], run_rows["Verdict"][i]
+        console.print(f"[bold]{escape(c['run'])}[/]: {escape(profile)} · {escape(run_rows['Platform'][i])} · "
+                      f"{escape(run_rows['Target'][i])}" + (f" → {escape(drafts[i])}" if one_draft else ""))
+        console.print(f"  {escape(verdict)}")
+        shown: set[str] = set()
+        for rc in cols:
+            wl = str(rc.get("workload"))
+            if rc["run"] == c["run"] and rc.get("recommendation") and wl not in shown:
+                shown.add(wl)
+                console.print(f"  [bold]{escape(wl)}[/]: {escape(rc['recommendation'])}")
+    rows = [r for r in all_rows if r[0] not in RUN_ROWS and not (one_draft and r[0] == "Draft")]
+    titles = [column_title(c, multi) for c in cols]
+    widths = [max([cell_len(line) for line in titles[i].split("\n")] + [cell_len(r[i + 1]) for r in rows])
+              for i in range(len(cols))]
+    label_width = max(cell_len(r[0]) for r in rows)
+    for group in _stack(widths, label_width, min(TABLE_MAX_WIDTH, console.width)):
+        t = Table(show_lines=False)
+        t.add_column("", style="bold", no_wrap=True)
+        for i in group:
+            t.add_column(escape(titles[i]), overflow="fold")
+        for row in rows:
+            t.add_row(row[0], *(escape(row[i + 1]) for i in group))
+        console.print(t)
 
 
 __all__ = ["CompareError", "load_run", "columns_of", "compare_columns", "compare_rows", "compare_json",
-           "column_title", "render_compare", "ROWS"]
+           "column_title", "render_compare", "ROWS", "RUN_ROWS"]

@@ -10,6 +10,11 @@ from . import logparse as lp
 from .events import CleanLog, CompileCache, LogLine, LogRanks, Phase, Sink
 
 
+def cache_counts(hits: int, misses: int) -> str:
+    """"cache 1 hit, 2 misses": the compile-cache counts in words, singular or plural as they are."""
+    return f"cache {hits} hit{'' if hits == 1 else 's'}, {misses} {'miss' if misses == 1 else 'misses'}"
+
+
 SAME_KIND_LINES = 6  # later lines of an error kind kept as evidence candidates
 
 
@@ -79,7 +84,7 @@ class ServeLogWatcher:
             self.failed_phase = e.prev_phase
             detail = ""
             if e.prev_phase == "compile":
-                detail = f"cache {self.pipe.cache_hit_count} hit(s), {self.pipe.cache_miss_count} miss(es)"
+                detail = cache_counts(self.pipe.cache_hit_count, self.pipe.cache_miss_count)
             self.emit(Phase(self.step, e.prev_phase, "failed", e.prev_elapsed_s or 0.0, detail, e.ts))
             self.current_phase = None
             return
@@ -93,7 +98,7 @@ class ServeLogWatcher:
                     detail = f"log reports {rec.reported_s:.1f}s"
             if e.prev_phase == "compile":
                 hits, misses = self.pipe.cache_hit_count, self.pipe.cache_miss_count
-                detail = (detail + "; " if detail else "") + f"cache {hits} hit(s), {misses} miss(es)"
+                detail = (detail + "; " if detail else "") + cache_counts(hits, misses)
             self.emit(Phase(self.step, e.prev_phase, "finished", e.prev_elapsed_s or 0.0, detail, e.ts))
         self.current_phase = e.phase
         if e.phase is not None:

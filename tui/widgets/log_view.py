@@ -30,6 +30,7 @@ from textual.strip import Strip
 from textual.widgets import Input, Static
 
 from .common import clean_text, shorten_paths
+from .fields import Field
 
 _ERR_RE = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|Traceback \(most recent|\b[A-Za-z]+(?:Error|Exception):")
 _WARN_RE = re.compile(r"\bWARN(?:ING)?\b")
@@ -330,7 +331,7 @@ class LogPanel(Vertical):
     def compose(self) -> ComposeResult:
         with Horizontal(classes="log-toolbar"):
             yield Static("", classes="log-status", markup=False)
-            yield Input(placeholder="/ filter", classes="log-filter", compact=True)
+            yield Field(placeholder="/ filter", classes="log-filter", compact=True)
         yield LogView(self.max_lines)
 
     @property

@@ -75,8 +75,10 @@ class ProgressLine(Static):
         room = self.size.width - 7
         if room <= 0:
             return self.choices[0]
+        first_room = room - (len(self.prefix) + 3 if self.prefix else 0)  # "sonnet 2/3 · " leads the first line
         for c in self.choices:
-            if all(len(line) <= room for line in c.split("\n")):
+            lines = c.split("\n")
+            if len(lines[0]) <= first_room and all(len(line) <= room for line in lines[1:]):
                 return c
         return self.choices[-1]
 

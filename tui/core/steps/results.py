@@ -149,5 +149,5 @@ async def run(ctx: StepContext) -> StepResult:
     if speedup is not None:
         res.summary = (f"EAGLE3 output throughput speedup {speedup:.2f}x"
                        + (f", acceptance {e['acceptance_rate']:.1f}%" if e.get("acceptance_rate") is not None else "")
-                       + (f"; {len(diags)} diagnosis(es)" if diags else ""))
+                       + (f"; {len(diags)} {'diagnosis' if len(diags) == 1 else 'diagnoses'}" if diags else ""))
     return res

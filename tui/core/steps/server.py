@@ -20,7 +20,7 @@ from .. import diagnostics as dg
 from .. import plan
 from ..commands import base_url, format_command, target_model
 from ..events import Command, Notice
-from ..logwatch import ServeLogWatcher
+from ..logwatch import ServeLogWatcher, cache_counts
 from ..supervisor import ManagedProcess, port_free, port_holder, wait_port_free
 from ..sysinfo import bind_problem
 from .base import FactRecorder, StepContext, StepResult
@@ -207,7 +207,7 @@ class ServerRun:
         summ = self.watcher.summary()
         self.result_facts["startup"] = {"seconds": round(startup_s, 2), "ready_by": ready_by, **summ}
         hits, misses = summ.get("cache_hits", 0), summ.get("cache_misses", 0)
-        cache = f"compile cache {hits} hit(s), {misses} miss(es)"
+        cache = "compile " + cache_counts(hits, misses)
         self.facts.add("startup", f"ready in {startup_s:.1f}s", "pass", f"{ready_by}; {cache}")
         return True
 
