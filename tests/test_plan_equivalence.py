@@ -161,7 +161,8 @@ def _fake_vllm(tmp: Path, version: str) -> dict[str, str]:
                     "    f.write(json.dumps(sys.argv[1:]) + '\\n')\n"
                     "os.execv(sys.executable, [sys.executable, '-m', 'tui.sim', *sys.argv[1:]])\n")
     fake.chmod(0o755)
-    sim = {"vllm_version": version, "time_scale": 0.02, "token_time_scale": 0.05}
+    # device memory per device: 80 GiB covers the cuda profiles (an H100's) and the trn2 ones (24 GiB a core)
+    sim = {"vllm_version": version, "time_scale": 0.02, "token_time_scale": 0.05, "hbm_gib_per_core": 80.0}
     return {"PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}", "PYTHONPATH": str(site),
             "SPECDEC_SIM": json.dumps(sim), "FAKE_VLLM_RECORD": str(tmp / "fake-vllm.jsonl")}
 
