@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import statistics
 from pathlib import Path
 
 import pytest
 
 from .conftest import Session, assert_named_files_exist, expected_rc, load, two_arm_ratio, user_env
+from .test_demo_journeys import _argv, _shown_blocks
 
 pytestmark = pytest.mark.realvllm
 
@@ -199,3 +201,35 @@ def test_real_probe_per_request_metrics_and_lossless(tune_run):
         cell = rep["matrix"]["cells"]["eagle3-k2"][wl]
         assert cell["lossless"]["identical"] == same and cell["lossless"]["prompts"] == 3
         assert cell["per_request"]["n"] == 3
+
+
+# ---------------------------------------------------------------------------------------------------------
+# specdec-tui --profile cpu --show-commands: what the cpu run above ran, argument for argument
+
+
+def _without_env(argv: list[str]) -> list[str]:
+    """A shown command's argv without its leading `NAME=value` environment assignments."""
+    i = 0
+    while i < len(argv) and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", argv[i]):
+        i += 1
+    return argv[i:]
+
+
+def test_cpu_show_commands_are_what_the_cpu_run_ran(session, cpu_run):
+    _, run_dir = cpu_run
+    r = session.run("cpu-show-commands", 300)
+    assert r.rc == 0, r.why()
+    assert "0.32" in r.stdout.splitlines()[0], r.stdout[:400]  # planned for the vLLM on PATH, as the run was
+    shown = []
+    for block in _shown_blocks(r.stdout):
+        heads = [ln for ln in block.splitlines() if ln.startswith("#")]
+        body = "\n".join(ln for ln in block.splitlines() if not ln.startswith("#"))
+        if body.strip():
+            shown.append((heads[-1] if heads else "", _without_env(_argv(body))))
+    ran = json.loads((run_dir / "commands.json").read_text())["commands"]
+    prepared = any(c["step"] == "checkpoints" for c in ran)  # a fresh cache: the tiny models were made
+    want = [argv for head, argv in shown if prepared or not head.startswith("# Checkpoints")]
+    got = [_argv(shlex.join(c["argv"])) for c in ran]
+    assert got == want, "\n".join(f"ran:   {g}\nshown: {w}" for g, w in zip(got, want) if g != w) or \
+        f"{len(got)} ran, {len(want)} shown"
+    session.assert_nothing_left()
