@@ -104,6 +104,21 @@ def test_tune_matrix_end_to_end(tmp_path: Path):
                 statistics.mean(x["mean_acceptance_length"] for x in specs), abs=1e-3)
             assert all(r["spec"] is None for r in bprobe["requests"])  # never on the baseline
             assert probe["endpoint"] == ("/v1/chat/completions" if wl == "chat" else "/v1/completions")
+    # Repeats draw different prompts (issue 15): each repeat's bench ran with its own --seed, and the files of
+    # the repeats differ in throughput and, on the speculative arms, in acceptance.
+    benches = [c["argv"] for c in json.loads((run_dir / "commands.json").read_text())["commands"]
+               if c["role"] == "bench"]
+    for arm in arms:
+        for wl in ("sonnet", "chat"):
+            mine = [a for a in benches if any(x.endswith(f"{arm}.{wl}.r1.json") or x.endswith(f"{arm}.{wl}.r2.json")
+                                              for x in a)]
+            assert len(mine) == 2, (arm, wl, mine)
+            assert len({a[a.index("--seed") + 1] for a in mine}) == 2, (arm, wl)
+            files = [result(run_dir, arm, wl, r) for r in (1, 2)]
+            assert files[0]["output_throughput"] != files[1]["output_throughput"], (arm, wl)
+            if arm != "baseline":
+                assert files[0]["spec_decode_acceptance_rate"] != files[1]["spec_decode_acceptance_rate"], (arm, wl)
+    assert "prompt sampling" in json.dumps(m.get("coverage") or m.get("sampling")), (m.get("coverage"), m.get("sampling"))
     # k = 2's acceptance length predicted for k' = 1 from its own per-position marginals.
     k2 = m["cells"]["eagle3-k2"]["sonnet"]
     marg = k2["per_position"]["marginal"]
