@@ -118,7 +118,7 @@ def test_tune_matrix_end_to_end(tmp_path: Path):
             assert files[0]["output_throughput"] != files[1]["output_throughput"], (arm, wl)
             if arm != "baseline":
                 assert files[0]["spec_decode_acceptance_rate"] != files[1]["spec_decode_acceptance_rate"], (arm, wl)
-    assert "prompt sampling" in json.dumps(m.get("coverage") or m.get("sampling")), (m.get("coverage"), m.get("sampling"))
+    assert all("prompt sampling" in m["coverage"][wl] for wl in ("sonnet", "chat")), m["coverage"]
     # k = 2's acceptance length predicted for k' = 1 from its own per-position marginals.
     k2 = m["cells"]["eagle3-k2"]["sonnet"]
     marg = k2["per_position"]["marginal"]

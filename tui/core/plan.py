@@ -57,25 +57,6 @@ def bench_seed(profile: Profile, repeat: int) -> int | None:
     return base + (int(repeat) - 1) if vary_seed(profile) else base
 
 
-def repeat_seeds(profile: Profile) -> list[int]:
-    """The seeds of repeats 1..tune.repeats ([] for a two-arm run)."""
-    if not is_tune(profile):
-        return []
-    return [s for s in (bench_seed(profile, r) for r in range(1, repeats_of(profile) + 1)) if s is not None]
-
-
-def interval_coverage(profile: Profile) -> str:
-    """One sentence for the report: what the repeats' intervals cover."""
-    seeds = repeat_seeds(profile)
-    if not seeds:
-        return "one benchmark per arm with vLLM's default seed (0)."
-    if len(set(seeds)) > 1:
-        return (f"prompt sampling and run-to-run timing: each repeat draws its prompts with its own --seed "
-                f"({seeds[0]}..{seeds[-1]}).")
-    return (f"run-to-run timing only: every repeat sends the same prompts (--seed {seeds[0]}, "
-            f"tune.vary_seed = false).")
-
-
 def custom_pool_size(profile: Profile) -> int:
     """How many sonnet prompts the custom JSONL holds: benchmark.num_prompts, times the repeats when seeds vary
     (each seed then shuffles the pool and the bench takes a different num_prompts of it)."""
@@ -319,6 +300,6 @@ def plan_as_dict(plan: RunPlan) -> dict[str, Any]:
 
 
 __all__ = ["PlannedCommand", "RunPlan", "bench_argv", "bench_seed", "build_plan", "custom_builder_argv",
-           "custom_pool_size", "interval_coverage", "prepare_argv", "record_command", "recorded_commands",
-           "recorded_text", "recorded_vllm_version", "repeat_seeds", "serve_argv", "show_commands_text",
+           "custom_pool_size", "prepare_argv", "record_command", "recorded_commands",
+           "recorded_text", "recorded_vllm_version", "serve_argv", "show_commands_text",
            "vary_seed"]

@@ -236,9 +236,6 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
         "diagnostics": diags,
     }
     if matrix is not None:
-        from .plan import interval_coverage, repeat_seeds
-
-        matrix["sampling"] = {"seeds": repeat_seeds(profile), "covers": interval_coverage(profile)}
         rep["matrix"] = matrix
         rep["verdict"] = tune_verdict(int(exit_code), steps, matrix, diags) or rep["verdict"]
     facts_by_arm = {a.id: _step_facts(a.id, results, ctx) for a in arms}
@@ -588,8 +585,6 @@ def _matrix_markdown(matrix: dict[str, Any], w: Any) -> None:
     from .stats import matrix_columns, matrix_rows
 
     w("\n## Step 3: tuning matrix\n")
-    if (matrix.get("sampling") or {}).get("covers"):
-        w(f"\nThe intervals cover {matrix['sampling']['covers']}\n")
     for wl in matrix.get("workloads") or []:
         rec = (matrix.get("recommendation") or {}).get(wl) or {}
         w(f"\n### Workload `{wl}`\n\n**Recommendation:** {rec.get('text') or 'n/a'}\n")
