@@ -150,10 +150,8 @@ def test_real_tune_from_a_fresh_directory(session, tune_run):
     assert rep == load(run_dir / "report.json")
     st = {s["id"]: s["status"] for s in rep["steps"]}
     assert list(st) == ["env", "checkpoints", "dataset", "baseline", "eagle3-k2", "results"]
-    for s in st:
-        if s != "results":
-            assert st[s] in ("passed", "warned"), (s, st, r.stderr[-6000:])
-    assert (st["results"] in ("passed", "warned")) == (expected_rc(run_dir) == 0), st
+    for s in st:  # a tune run's recommendation (keep the baseline, not proven, pays) is not a failed step
+        assert st[s] in ("passed", "warned"), (s, st, r.stderr[-6000:])
     assert (run_dir / "sonnet.custom.jsonl").is_file() and not (run_dir / "specdec-runs").exists()
     session.assert_nothing_left()
 
