@@ -57,6 +57,19 @@ def bench_seed(profile: Profile, repeat: int) -> int | None:
     return base + (int(repeat) - 1) if vary_seed(profile) else base
 
 
+def _planned_coverage(profile: Profile) -> str:
+    """What the planned repeats' intervals will cover, from the seeds the plan passes (--show-commands' header;
+    the report says the same from the seeds the repeats recorded: stats.interval_coverage)."""
+    seeds = [bench_seed(profile, r) for r in range(1, repeats_of(profile) + 1)]
+    seeds = [s for s in seeds if s is not None]
+    if not seeds:
+        return "one benchmark per arm with vLLM's default seed (0)."
+    if len(set(seeds)) > 1:
+        return (f"prompt sampling and run-to-run timing: each repeat draws its prompts with its own --seed "
+                f"({seeds[0]}..{seeds[-1]}).")
+    return f"run-to-run timing only: every repeat sends the same prompts (--seed {seeds[0]}, tune.vary_seed = false)."
+
+
 def custom_pool_size(profile: Profile) -> int:
     """How many sonnet prompts the custom JSONL holds: benchmark.num_prompts, times the repeats when seeds vary
     (each seed then shuffles the pool and the bench takes a different num_prompts of it)."""
@@ -232,7 +245,7 @@ def show_commands_text(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_ve
              f"# Dataset: {DATASET_MODE_LABELS[plan.dataset_mode]}"]
     if is_tune(profile):
         parts.append(f"# Repeats: {repeats_of(profile)} per arm and workload; intervals cover "
-                     f"{interval_coverage(profile)}")
+                     f"{_planned_coverage(profile)}")
     parts.append("")
     for c in plan.commands:
         parts.append(f"# {c.title}")
