@@ -24,15 +24,15 @@ from typing import Any
 
 import httpx
 
-from .. import diagnostics as dg
-from .. import metrics as mx
-from ..benchparse import (BenchParseError, BenchResult, TqdmProgressParser, first_request_error, parse_result_json,
+from tui.core.serverlog import diagnostics as dg
+from tui.core.bench import metrics as mx
+from tui.core.bench.benchparse import (BenchParseError, BenchResult, TqdmProgressParser, first_request_error, parse_result_json,
                           parse_stdout_blocks)
-from .. import plan
-from ..commands import CUSTOM_JSONL, DATASET_MODE_LABELS, dataset_mode, format_command
-from ..events import Artifact, Command, Notice, Progress
-from ..supervisor import ManagedProcess
-from .base import FactRecorder, StepContext
+from tui.core.plan import build as plan
+from tui.core.plan.commands import CUSTOM_JSONL, DATASET_MODE_LABELS, dataset_mode, format_command
+from tui.core.events import Artifact, Command, Notice, Progress
+from tui.core.proc.supervisor import ManagedProcess
+from tui.core.steps.base import FactRecorder, StepContext
 
 METRICS_POLL_S = 2.0
 
@@ -44,7 +44,7 @@ async def vllm_version(ctx: StepContext) -> str | None:
     env = ctx.shared.get("env") or {}
     if env.get("vllm_version"):
         return str(env["vllm_version"])
-    from ..probe import probe_vllm_version
+    from tui.core.host.interpreter import probe_vllm_version
 
     try:
         return await asyncio.to_thread(probe_vllm_version, ctx.profile, ctx.ph, ctx.environ)
@@ -64,7 +64,7 @@ async def ensure_dataset(ctx: StepContext, facts: FactRecorder) -> str | None:
     ds = ctx.shared.get("dataset") or {}
     if ds.get("path") and Path(ds["path"]).is_file():
         return str(ds["path"])
-    from . import dataset as dataset_step
+    from tui.core.steps import dataset as dataset_step
 
     ctx.emit(Notice(facts.step, "info", "the dataset is not prepared in this run directory: fetching it first"))
     res = await dataset_step.run(ctx)
@@ -78,7 +78,7 @@ async def ensure_dataset(ctx: StepContext, facts: FactRecorder) -> str | None:
 def _vllm_python(ctx: StepContext) -> tuple[list[str] | None, str]:
     """(argv prefix of the interpreter that owns the profile's `vllm`, error): the env step's finding, else
     a fresh look at server.command[0]."""
-    from ..probe import find_server_interpreter, server_launch_env
+    from tui.core.host.interpreter import find_server_interpreter, server_launch_env
 
     env = ctx.shared.get("env") or {}
     if env.get("vllm_python"):
@@ -101,7 +101,7 @@ def _sha256(path: Path) -> str:
 async def ensure_custom_jsonl(ctx: StepContext, facts: FactRecorder, sonnet_path: str) -> str | None:
     """vLLM >= 0.32: `<run>/sonnet.custom.jsonl`, the sonnet prompts built by tui/tools/sonnet_custom.py in the
     vLLM interpreter (once per run: reused while its inputs are unchanged). None after a failed fact."""
-    from ..probe import server_launch_env
+    from tui.core.host.interpreter import server_launch_env
 
     step = facts.step
     env_facts = ctx.shared.get("env") or {}
@@ -178,7 +178,7 @@ async def ensure_custom_jsonl(ctx: StepContext, facts: FactRecorder, sonnet_path
         facts.add("bench dataset", "building the custom JSONL failed", "fail", detail, remedy)
         return None
     try:
-        from ..rundir import atomic_write_json
+        from tui.core.store.rundir import atomic_write_json
 
         atomic_write_json(meta_file, {"key": key, "summary": summary})
     except (OSError, TypeError, ValueError):
@@ -297,7 +297,7 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     the parsed numbers to sr.result_facts["bench"]; returns them (None when the bench gave no result).
 
     A tune run's arm calls it once per workload and repeat: `result_name` is the repeat's result file,
-    `workload` a tui.core.workloads.Workload (None: the tutorial's sonnet) and `label` ("sonnet r2") makes the
+    `workload` a tui.core.plan.workloads.Workload (None: the tutorial's sonnet) and `label` ("sonnet r2") makes the
     facts one compact line per repeat."""
     step = sr.step
     facts: FactRecorder = sr.facts
@@ -423,7 +423,7 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     data = bench_facts(res, spec_for_report, source)
     data["result_file"] = str(result_file)
     try:  # state.json records the file's sha256 and size: a continued run checks the file before reusing it
-        from ..rundir import file_digest
+        from tui.core.store.rundir import file_digest
 
         data.update(file_digest(result_file))
     except OSError:

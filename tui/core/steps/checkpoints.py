@@ -19,13 +19,13 @@ draft_vocab_size and the d2t mapping), and the EAGLE3 aux hidden-state layers (t
 eagle_aux_hidden_state_layer_ids, or vLLM's default (2, L//2, L-3), must give as many distinct layers of
 the target as the draft's fc takes). Also notes the target's MXFP4 quantization_config and whether the
 profile clears it with --hf-overrides, and refuses what vLLM would refuse at startup for the models' shape
-(tui/core/modelshape.py: TP against the attention / KV heads of target and draft, max_model_len against the
+(tui/core/host/modelshape.py: TP against the attention / KV heads of target and draft, max_model_len against the
 derived positions, PP against the layers); the shapes go into the step's facts as `model_shape` for the
 Profile pane's as-you-type checks. A tune run's other drafts (`[tune.drafts]`) get the same checks, each
 fact named with the draft's name ("draft checkpoint (redhat)"), so a typo fails here, before any launch.
 
 Hub settings come from `ctx.environ` (HF_ENDPOINT, HF_TOKEN, HF_HOME/HF_HUB_CACHE, HF_HUB_OFFLINE,
-HF_HUB_ETAG_TIMEOUT), see tui.core.hub. Writes checkpoints.json; tokens never reach a fact or a file.
+HF_HUB_ETAG_TIMEOUT), see tui.core.host.hub. Writes checkpoints.json; tokens never reach a fact or a file.
 """
 
 from __future__ import annotations
@@ -37,19 +37,19 @@ import re
 import shlex
 from typing import Any
 
-from .. import diagnostics as dg
-from .. import modelshape as ms
-from ..commands import format_command
-from ..events import Artifact, Command, LogLine, Progress
-from ..plan import prepare_argv
-from ..hub import (HubFailure, HubSettings, ModelProbe, free_bytes, hub_settings, looks_local, probe_model, scrub,
+from tui.core.serverlog import diagnostics as dg
+from tui.core.host import modelshape as ms
+from tui.core.plan.commands import format_command
+from tui.core.events import Artifact, Command, LogLine, Progress
+from tui.core.plan.build import prepare_argv
+from tui.core.host.hub import (HubFailure, HubSettings, ModelProbe, free_bytes, hub_settings, looks_local, probe_model, scrub,
                    scrub_obj)
-from ..platforms import env_lookup, profile_platform
-from ..probe import find_server_interpreter, server_launch_env
-from ..safetensors_header import DirTensors
-from ..sysinfo import version_tuple
-from ..supervisor import ManagedProcess
-from .base import FactRecorder, StepContext, StepResult
+from tui.core.host.platforms import env_lookup, profile_platform
+from tui.core.host.interpreter import find_server_interpreter, server_launch_env
+from tui.core.host.safetensors_header import DirTensors
+from tui.core.host.sysinfo import version_tuple
+from tui.core.proc.supervisor import ManagedProcess
+from tui.core.steps.base import FactRecorder, StepContext, StepResult
 
 STEP = "checkpoints"
 # The draft<->target checks (a failing one raises the draft-target-mismatch diagnosis).
@@ -607,7 +607,7 @@ SHAPE_FACTS = {ms.TP_KEY: "TP vs heads", ms.DRAFT_TP_KEY: "draft TP vs heads", m
 
 
 def _shape_facts(f: _Facts, ctx: StepContext, shapes: dict[str, Any]) -> tuple[list[str], str | None]:
-    """What vLLM would refuse at startup for these models (tui/core/modelshape.py): one fact per setting;
+    """What vLLM would refuse at startup for these models (tui/core/host/modelshape.py): one fact per setting;
     returns the evidence of the refused ones and, when the target's TP is refused with a TP that fits, that
     TP (the diagnosis's setting suggestion)."""
     srv, sp = ctx.profile.data["server"], ctx.profile.data["speculative"]
