@@ -126,3 +126,20 @@ def test_checker_catches_a_module_on_no_floor():
     assert violations({"tui.core.misc"}, set()) == [
         "tui.core.misc is on no floor (add it to FLOORS and docs/architecture.md)"]
     assert floor_of("tui.core.eventsx") is None and floor_of("tui.core.events") == 0
+
+
+def test_engine_runs_steps_through_the_registry():
+    """Every step id of the tutorial has its step, any other id (a tune arm) runs through the arm step, and
+    the engine finds steps there (no import by module name)."""
+    from tui.core.events import STEP_IDS
+    from tui.core.profile.model import load_profile
+    from tui.core.steps import registry
+
+    assert set(registry.STEPS) == set(STEP_IDS)
+    assert registry.step_for("eagle3-k4") is registry.ARM_STEP
+    tune = load_profile("tune-demo")
+    assert registry.step_for("baseline", tune) is registry.ARM_STEP
+    assert registry.step_for("baseline", load_profile("demo")) is registry.STEPS["baseline"]
+    from tui.core.run import engine
+
+    assert "importlib" not in open(engine.__file__, encoding="utf-8").read()

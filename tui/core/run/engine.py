@@ -13,8 +13,6 @@ every child process, whatever way the run ends.
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
 import json
 import os
 import time
@@ -38,7 +36,7 @@ from tui.core.events import (
     StepStarted,
     StepStatus,
 )
-from tui.core.plan.arms import arms_of, fingerprint, is_arm_step, is_tune, result_name, run_steps, step_title
+from tui.core.plan.arms import arms_of, fingerprint, is_tune, result_name, run_steps, step_title
 from tui.core.plan.build import record_command
 from tui.core.profile.model import Profile, with_absolute_paths
 from tui.core.store.rundir import (
@@ -53,6 +51,7 @@ from tui.core.store.rundir import (
 from tui.core.run.reuse import check_reuse
 from tui.core.secrets import add_secrets, add_secrets_from_env, redact, redact_event
 from tui.core.steps.base import StepContext, StepResult
+from tui.core.steps.registry import step_for
 from tui.core.proc.supervisor import ManagedProcess
 
 
@@ -74,24 +73,6 @@ EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 
 STAND_IN_TIMEOUT_S = 60.0
 STAND_IN_GRACE_S = 5.0
-
-STEP_MODULES = {sid: f"tui.core.steps.{sid}" for sid in STEP_IDS}
-
-
-ARM_MODULE = "tui.core.steps.arm"
-
-
-def step_module(step: str, profile: Profile | None = None) -> str:
-    """The module that runs a step: its own for the tutorial's steps, tui.core.steps.arm for every arm of a tune
-    run (the baseline included: it too is benchmarked per workload and repeat)."""
-    if profile is not None and is_tune(profile) and is_arm_step(profile, step):
-        return ARM_MODULE
-    return STEP_MODULES.get(step, ARM_MODULE)
-
-
-def step_available(step: str, profile: Profile | None = None) -> bool:
-    return importlib.util.find_spec(step_module(step, profile)) is not None
-
 
 def parse_steps(spec: str | None, profile: Profile | None = None) -> list[str]:
     """'env,checkpoints' -> ['env', 'checkpoints'] in run order; ValueError names a bad id. The allowed ids
@@ -342,13 +323,8 @@ class Engine:
             self._opened_steps = True
             if self.platform_error:
                 res = StepResult("failed", self.platform_error)
-            elif not step_available(sid, self.profile):
-                res = StepResult("unavailable", "not available in this version")
             else:
-                modname = step_module(sid, self.profile)
-                mod = importlib.import_module(modname)
-                run = mod.run(self.ctx, sid) if modname == ARM_MODULE else mod.run(self.ctx)
-                self._step_task = asyncio.ensure_future(run)
+                self._step_task = asyncio.ensure_future(step_for(sid, self.profile)(self.ctx, sid))
                 try:
                     res = await self._step_task
                 except asyncio.CancelledError:
@@ -790,5 +766,5 @@ def run_engine_blocking(engine: Engine, on_signal: Callable[[], None] | None = N
         return EXIT_INTERRUPTED
 
 
-__all__ = ["Engine", "ExitCode", "parse_steps", "run_engine_blocking", "step_available", "EXIT_OK", "EXIT_FAILED",
+__all__ = ["Engine", "ExitCode", "parse_steps", "run_engine_blocking", "EXIT_OK", "EXIT_FAILED",
            "EXIT_USAGE", "EXIT_INTERRUPTED"]
