@@ -26,6 +26,7 @@ with the same recorded shapes.
 from __future__ import annotations
 
 from typing import Any, Mapping
+from tui.core.host.platforms import smallest_fitting
 
 ERROR = "error"
 WARN = "warn"
@@ -193,8 +194,6 @@ def _tp_issue(tp: int, shape: Mapping[str, Any], what: str, limit: int | None, l
 def machine_limits(env_facts: Mapping[str, Any] | None, platform: str, pp: int = 1) -> tuple[int | None, str, int]:
     """(largest TP this machine has room for, how to say so, smallest TP whose weights fit), from the facts the
     environment step stored; (None, "", 1) where unknown."""
-    from tui.core.host.platforms import smallest_fitting
-
     facts = env_facts or {}
     if platform == "neuron":
         cores = _int(facts.get("logical_cores"))

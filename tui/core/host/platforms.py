@@ -40,6 +40,7 @@ from tui.core.host.sysinfo import (
     version_ge,
     version_tuple,
 )
+from tui.core.host.placement import PlacementError, aligned_ranges, parse_visible_devices
 
 PLATFORMS = ("neuron", "cuda", "cpu")
 MIN_PLUGIN = (0, 21, 0, 1, 0, 0)
@@ -184,8 +185,6 @@ def needed_cores(rec: FactRecording, tp: int, environ: dict[str, str], server_en
     """Logical cores the engine will use: NEURON_VISIBLE_DEVICES when set, else 0..TP-1. A hand-set value is
     checked as tui.core.host.placement places servers: one contiguous range without repeats, TP x PP cores, starting
     at a multiple of the TP; otherwise the fact fails and names the ranges that would work."""
-    from tui.core.host.placement import PlacementError, aligned_ranges, parse_visible_devices
-
     val, where = env_lookup("NEURON_VISIBLE_DEVICES", environ, server_env)
     width = tp * max(int(pp or 1), 1)
     if val is None:

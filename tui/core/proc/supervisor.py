@@ -32,6 +32,7 @@ import psutil
 
 from tui.core.secrets import redact
 from tui.core.store.rundir import open_append
+from tui.core.host.sysinfo import not_runnable
 
 _PKG_ROOT = str(Path(__file__).resolve().parents[3])
 
@@ -152,8 +153,6 @@ class ManagedProcess:
         """Spawn the child. Raises FileNotFoundError when argv[0] is not an executable on the child's PATH."""
         exe = self.argv[0]
         if shutil.which(exe, path=self.env.get("PATH", os.defpath)) is None:
-            from tui.core.host.sysinfo import not_runnable
-
             raise FileNotFoundError(not_runnable(exe, self.env.get("PATH", os.defpath)) or f"{exe!r} not found on PATH")
         self._log = open_append(self.log_path)  # through rundir: an unwritable run directory is reported once
         self._log.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%S')} $ {redact(' '.join(self.argv))}\n")

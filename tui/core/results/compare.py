@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any, Sequence
+from tui.core.store.schema import report_problem
 
 SCHEMA_PREFIX = "specdec-tui/report/"
 NA = "n/a"
@@ -54,7 +55,6 @@ def load_run(path: str | Path) -> dict[str, Any]:
     if not isinstance(schema, str) or not schema.startswith(SCHEMA_PREFIX):
         raise CompareError(f"{rp} is not a specdec-tui report (schema {schema!r}, expected "
                            f"{SCHEMA_PREFIX}N); give run directories written by specdec-tui.")
-    from tui.core.store.schema import report_problem
 
     problem = report_problem(rep)
     if problem:

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
+from tui.core.plan.arms import arms_of, is_tune, repeats_of, workloads_of
 
 GATE_METRICS: dict[str, str] = {
     "speedup": "output throughput speedup over the baseline (x)",
@@ -251,8 +252,6 @@ COMPARISON_KEYS = ("output_throughput_speedup", "median_tpot_ratio", "median_ttf
 
 def _unproducible(ex: Expectation, profile: Any) -> str | None:
     """Why a run of `profile` cannot produce the value `ex` names (None when it can, or cannot tell)."""
-    from tui.core.plan.arms import arms_of, is_tune, repeats_of, workloads_of
-
     tune = is_tune(profile)
     arms = [a.id for a in arms_of(profile)]
     wls = workloads_of(profile)

@@ -37,6 +37,11 @@ from typing import Any
 
 from tui.core.events import STEP_IDS, STEP_TITLES
 from tui.core.store.rundir import RunDir, atomic_write_json, atomic_write_text
+from tui.core.plan.arms import arms_of, is_tune, run_steps, step_title, workloads_of
+from tui.core.results.gates import gate_metrics
+from tui.core.plan.commands import CUSTOM_JSONL, Placeholders, format_command
+from tui.core.results.stats import STOP_RULE, build_matrix, matrix_columns, matrix_rows
+from tui.core.plan.build import build_plan, recorded_vllm_version
 
 SCHEMA_ID = "specdec-tui/report/1"
 
@@ -126,8 +131,6 @@ def _dataset(profile: Any, ctx: Any) -> dict[str, Any]:
 
 def _commands(profile: Any, run: RunDir) -> dict[str, str]:
     """The exact commands: each launched step's own command.sh, else the planned ones (tui.core.plan.build)."""
-    from tui.core.plan.arms import arms_of
-
     out: dict[str, str] = {}
     planned: Any = None
     for arm in arms_of(profile):
@@ -141,8 +144,6 @@ def _commands(profile: Any, run: RunDir) -> dict[str, str]:
         except (OSError, UnicodeDecodeError):
             pass
         try:
-            from tui.core.plan.commands import Placeholders
-            from tui.core.plan.build import build_plan, recorded_vllm_version
 
             if planned is None:
                 planned = build_plan(profile, str(run.path), recorded_vllm_version(run.path),
@@ -179,8 +180,6 @@ def verdict(exit_code: int, steps: list[dict[str, Any]], comp: dict[str, Any], r
 
 
 def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, exit_code: int) -> dict[str, Any]:
-    from tui.core.plan.arms import arms_of, is_tune, run_steps, step_title
-
     steps = []
     state_steps = run.state.get("steps", {})
     requested = list(run.state.get("requested_steps") or [])
@@ -245,7 +244,6 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
     rep["checks"] = arm_checks(profile, facts_by_arm, matrix)
     rep["launches"] = [dict(id=a.id, title=a.title, status=statuses[a.id], **arm_launch(facts_by_arm[a.id]))
                        for a in arms]
-    from tui.core.results.gates import gate_metrics
 
     rep["metrics"] = gate_metrics(rep)
     return rep
@@ -256,13 +254,9 @@ def bench_commands(profile: Any, run: RunDir, facts: dict[str, dict[str, Any]]) 
     order; "tool": the sonnet custom-JSONL builder (vLLM >= 0.32) as its meta file records it."""
     import json
 
-    from tui.core.plan.arms import arms_of
-    from tui.core.plan.commands import format_command
 
     out: dict[str, list[dict[str, Any]]] = {}
     try:
-        from tui.core.plan.commands import CUSTOM_JSONL
-
         meta = json.loads(run.file(CUSTOM_JSONL + ".meta.json").read_text(encoding="utf-8"))
         key = meta.get("key") or {}
         argv = list(key.get("python") or []) + list(key.get("argv") or [])
@@ -318,8 +312,6 @@ def arm_checks(profile: Any, facts: dict[str, dict[str, Any]], matrix: dict[str,
     """Each server's smoke test and lossless checks, as its step recorded them: the smoke reply, whether it passed,
     whether a speculative arm's greedy reply matched the baseline's, and (a tune run) the probe's per-prompt
     lossless check per workload."""
-    from tui.core.plan.arms import arms_of
-
     out: dict[str, Any] = {}
     cells = (matrix or {}).get("cells") or {}
     for arm in arms_of(profile):
@@ -341,8 +333,6 @@ def arm_checks(profile: Any, facts: dict[str, dict[str, Any]], matrix: dict[str,
 def tune_matrix(profile: Any, facts: dict[str, dict[str, Any]], statuses: dict[str, str]) -> dict[str, Any]:
     """The matrix of a tune run (tui.core.results.stats.build_matrix) from each arm's step facts and status: what the
     results step shows and report.json carries."""
-    from tui.core.plan.arms import arms_of, workloads_of
-    from tui.core.results.stats import build_matrix
 
     arms = arms_of(profile)
     rows = [dict(a.as_dict(), status=statuses.get(a.id) or "not run", **arm_launch(facts.get(a.id) or {}))
@@ -582,8 +572,6 @@ def _launches_markdown(launches: list[dict[str, Any]], w: Any) -> None:
 
 def _matrix_markdown(matrix: dict[str, Any], w: Any) -> None:
     """The tune matrix: the recommendation per workload, then arms × metrics with intervals, the noise floor."""
-    from tui.core.results.stats import matrix_columns, matrix_rows
-
     w("\n## Step 3: tuning matrix\n")
     for wl in matrix.get("workloads") or []:
         rec = (matrix.get("recommendation") or {}).get(wl) or {}
@@ -609,7 +597,6 @@ def _matrix_markdown(matrix: dict[str, Any], w: Any) -> None:
             where = f"{pl.get('neuron_visible_devices')}, {pl.get('port')}" if pl else "—"
             w(f"| {a.get('title') or a.get('id')} | {a.get('status')} | {_fmt(a.get('startup_s'), 1)} | "
               f"{_fmt(a.get('cache_hits'))} / {_fmt(a.get('cache_misses'))} | {where} |\n")
-    from tui.core.results.stats import STOP_RULE
 
     covs = list(dict.fromkeys((matrix.get("coverage") or {}).values()))
     w("\n" + (" ".join(covs) if covs else "Intervals are 95 % Student-t intervals over the repeats.")

@@ -53,6 +53,11 @@ from tui.core.secrets import add_secrets, add_secrets_from_env, redact, redact_e
 from tui.core.steps.base import StepContext, StepResult
 from tui.core.steps.registry import step_for
 from tui.core.proc.supervisor import ManagedProcess
+from tui.core.host.hub import hub_settings
+from tui.core.bench.benchparse import parse_result_json
+from tui.core.steps.bench import bench_facts
+from tui.core.bench import metrics as mx
+from tui.core.store.rundir import file_digest
 
 
 class ExitCode(IntEnum):
@@ -116,7 +121,6 @@ class Engine:
         add_secrets_from_env(profile.data.get("server", {}).get("env", {}))
         add_secrets_from_env(self.ctx.environ)
         try:  # a Hugging Face token from the token file too
-            from tui.core.host.hub import hub_settings
 
             token = hub_settings(self.ctx.environ).token
             if token:
@@ -148,18 +152,13 @@ class Engine:
                 result = self.run.file(f"{sid}.json")
                 if result.is_file():
                     try:
-                        from tui.core.bench.benchparse import parse_result_json
-                        from tui.core.steps.bench import bench_facts
 
                         res = parse_result_json(result)
                         spec = None
                         if res.spec is not None:
-                            from tui.core.bench import metrics as mx
-
                             b = res.spec
                             spec = mx.SpecStats(b.acceptance_rate, b.acceptance_length, b.num_drafts, b.draft_tokens,
                                                 b.accepted_tokens, list(b.per_position))
-                        from tui.core.store.rundir import file_digest
 
                         facts["bench"] = dict(bench_facts(res, spec, "bench" if spec else None),
                                               result_file=str(result), **file_digest(result))

@@ -33,6 +33,9 @@ from tui.core.plan.commands import CUSTOM_JSONL, DATASET_MODE_LABELS, dataset_mo
 from tui.core.events import Artifact, Command, Notice, Progress
 from tui.core.proc.supervisor import ManagedProcess
 from tui.core.steps.base import FactRecorder, StepContext
+from tui.core.host.interpreter import find_server_interpreter, probe_vllm_version, server_launch_env
+from tui.core.steps import dataset as dataset_step
+from tui.core.store.rundir import atomic_write_json, file_digest
 
 METRICS_POLL_S = 2.0
 
@@ -44,7 +47,6 @@ async def vllm_version(ctx: StepContext) -> str | None:
     env = ctx.shared.get("env") or {}
     if env.get("vllm_version"):
         return str(env["vllm_version"])
-    from tui.core.host.interpreter import probe_vllm_version
 
     try:
         return await asyncio.to_thread(probe_vllm_version, ctx.profile, ctx.ph, ctx.environ)
@@ -64,7 +66,6 @@ async def ensure_dataset(ctx: StepContext, facts: FactRecorder) -> str | None:
     ds = ctx.shared.get("dataset") or {}
     if ds.get("path") and Path(ds["path"]).is_file():
         return str(ds["path"])
-    from tui.core.steps import dataset as dataset_step
 
     ctx.emit(Notice(facts.step, "info", "the dataset is not prepared in this run directory: fetching it first"))
     res = await dataset_step.run(ctx)
@@ -78,8 +79,6 @@ async def ensure_dataset(ctx: StepContext, facts: FactRecorder) -> str | None:
 def _vllm_python(ctx: StepContext) -> tuple[list[str] | None, str]:
     """(argv prefix of the interpreter that owns the profile's `vllm`, error): the env step's finding, else
     a fresh look at server.command[0]."""
-    from tui.core.host.interpreter import find_server_interpreter, server_launch_env
-
     env = ctx.shared.get("env") or {}
     if env.get("vllm_python"):
         return [str(env["vllm_python"])], ""
@@ -101,8 +100,6 @@ def _sha256(path: Path) -> str:
 async def ensure_custom_jsonl(ctx: StepContext, facts: FactRecorder, sonnet_path: str) -> str | None:
     """vLLM >= 0.32: `<run>/sonnet.custom.jsonl`, the sonnet prompts built by tui/tools/sonnet_custom.py in the
     vLLM interpreter (once per run: reused while its inputs are unchanged). None after a failed fact."""
-    from tui.core.host.interpreter import server_launch_env
-
     step = facts.step
     env_facts = ctx.shared.get("env") or {}
     python, err = _vllm_python(ctx)
@@ -178,8 +175,6 @@ async def ensure_custom_jsonl(ctx: StepContext, facts: FactRecorder, sonnet_path
         facts.add("bench dataset", "building the custom JSONL failed", "fail", detail, remedy)
         return None
     try:
-        from tui.core.store.rundir import atomic_write_json
-
         atomic_write_json(meta_file, {"key": key, "summary": summary})
     except (OSError, TypeError, ValueError):
         pass
@@ -423,7 +418,6 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     data = bench_facts(res, spec_for_report, source)
     data["result_file"] = str(result_file)
     try:  # state.json records the file's sha256 and size: a continued run checks the file before reusing it
-        from tui.core.store.rundir import file_digest
 
         data.update(file_digest(result_file))
     except OSError:

@@ -24,6 +24,7 @@ from tui.core.serverlog.logwatch import ServeLogWatcher, cache_counts
 from tui.core.proc.supervisor import ManagedProcess, port_free, port_holder, wait_port_free
 from tui.core.host.sysinfo import bind_problem
 from tui.core.steps.base import FactRecorder, StepContext, StepResult
+from tui.core.steps.bench import prepare_bench_dataset, run_benchmark, vllm_version
 
 HEALTH_POLL_S = 1.0
 DEATH_WAIT_S = 15.0  # after a failed first request: how long to wait for a dying server to exit
@@ -325,8 +326,6 @@ class ServerRun:
             self.facts.add("stop", f"port {s.port} still busy", "warn", "", "check for a stray server process")
 
 async def run_server_step(ctx: StepContext, step: str, speculative: bool) -> StepResult:
-    from tui.core.steps.bench import prepare_bench_dataset, run_benchmark, vllm_version
-
     sr = ServerRun(ctx, step, speculative)
     # Checks that must fail before a long launch: the bench's vLLM version and its dataset (on vLLM >= 0.32
     # the sonnet prompts built as a custom JSONL).
