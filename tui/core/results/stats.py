@@ -1,7 +1,8 @@
 """Statistics for a tune run (issue 10): intervals over repeats, speedup ratios, acceptance pooling, the
 lossless check per prompt, the matrix of arms × workloads and the tutorial's Step 3 recommendation.
 
-Pure functions, no I/O; the standard library only (no scipy at run time: the Student t quantile is computed
+The intervals live in tui/core/results/intervals.py and the acceptance math in tui/core/results/acceptance.py;
+their names are importable from here too. Pure functions, no I/O; the standard library only (no scipy at run time: the Student t quantile is computed
 here by inverting the t CDF through the regularized incomplete beta function; tests/test_stats.py checks the
 functions against scipy).
 
@@ -12,404 +13,26 @@ Units: acceptance rates and per-position acceptance are PERCENT (0-100), as in t
 from __future__ import annotations
 
 import math
-import re
 import statistics
-from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
+from tui.core.results.intervals import (  # noqa: F401  (some names re-exported for stats.*)
+    _numbers, betainc, noise_floor, ratio_interval, repeats_to_settle, t_cdf, t_interval, t_quantile, welch_df,
+)
+from tui.core.results.acceptance import (  # noqa: F401  (some names re-exported for stats.*)
+    al_check, conditional_rates, first_divergence, lossless, per_request_summary, pooled_acceptance,
+    predicted_al,
+)
+
+
 CHAIN_METHODS = ("eagle", "eagle3")  # each draft position is conditioned on the previous one being accepted
+
+
 STOP_TUNING_ACCEPTANCE = 30.0        # percent: the tutorial's "check acceptance is above ~30 % before tuning"
+
+
 LATENCY_KEYS = ("median_tpot_ms", "p90_tpot_ms", "p99_tpot_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms")
 
-
-# -- Student t ------------------------------------------------------------------------------------------------
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz's method)."""
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c = 1.0
-    d = 1.0 - qab * x / qap
-    if abs(d) < tiny:
-        d = tiny
-    d = 1.0 / d
-    h = d
-    for m in range(1, 500):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = tiny if abs(d) < tiny else d
-        c = 1.0 + aa / c
-        c = tiny if abs(c) < tiny else c
-        d = 1.0 / d
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = tiny if abs(d) < tiny else d
-        c = 1.0 + aa / c
-        c = tiny if abs(c) < tiny else c
-        d = 1.0 / d
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-15:
-            break
-    return h
-
-
-def betainc(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta I_x(a, b), a, b > 0, 0 <= x <= 1."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    ln_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    front = math.exp(ln_front)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with df degrees of freedom (df > 0, need not be an integer)."""
-    if df <= 0:
-        raise ValueError(f"degrees of freedom must be > 0, got {df}")
-    if t == 0:
-        return 0.5
-    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t > 0 else tail
-
-
-@lru_cache(maxsize=512)
-def t_quantile(p: float, df: float) -> float:
-    """The p-quantile of Student's t with df degrees of freedom: the t with t_cdf(t, df) = p.
-
-    Closed forms for df = 1 and 2; otherwise bisection on the CDF (monotone, so it always converges) to
-    ~1e-12 relative. t_quantile(0.975, 2) = 4.3027, t_quantile(0.975, 4) = 2.7764."""
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"p must be in (0, 1), got {p}")
-    if df <= 0:
-        raise ValueError(f"degrees of freedom must be > 0, got {df}")
-    if p == 0.5:
-        return 0.0
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    if df == 1:
-        return math.tan(math.pi * (p - 0.5))
-    if df == 2:
-        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
-    lo, hi = 0.0, 2.0
-    while t_cdf(hi, df) < p:
-        lo, hi = hi, hi * 2.0
-        if hi > 1e12:
-            return math.inf
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-12 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
-
-
-# -- intervals ------------------------------------------------------------------------------------------------
-
-def _numbers(values: Iterable[Any] | None) -> list[float]:
-    out: list[float] = []
-    for v in (() if values is None else values):
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            continue
-        f = float(v)
-        if math.isfinite(f):
-            out.append(f)
-    return out
-
-
-def _r(v: float | None, nd: int = 6) -> float | None:
-    return None if v is None else round(v, nd)
-
-
-def t_interval(values: Iterable[Any], conf: float = 0.95) -> dict[str, Any]:
-    """Mean with a two-sided Student t interval: mean ± t_{(1+conf)/2, n-1} · sd / √n.
-
-    Non-numbers (None, NaN) are dropped. Returns {mean, sd, ci95: [lo, hi] | None, values, n}; n < 2 gives
-    sd None and ci95 None (n = 0 also mean None). The key is "ci95" whatever conf is (the contract's name)."""
-    vals = _numbers(values)
-    n = len(vals)
-    if n == 0:
-        return {"mean": None, "sd": None, "ci95": None, "values": [], "n": 0}
-    mean = statistics.fmean(vals)
-    if n < 2:
-        return {"mean": _r(mean), "sd": None, "ci95": None, "values": vals, "n": n}
-    sd = statistics.stdev(vals)
-    half = t_quantile((1.0 + conf) / 2.0, n - 1) * sd / math.sqrt(n)
-    return {"mean": _r(mean), "sd": _r(sd), "ci95": [_r(mean - half), _r(mean + half)], "values": vals, "n": n}
-
-
-def _mean_var(vals: list[float]) -> tuple[float, float]:
-    """(mean, variance of the mean)."""
-    return statistics.fmean(vals), statistics.variance(vals) / len(vals)
-
-
-def welch_df(var_means: Sequence[float], ns: Sequence[int]) -> float | None:
-    """Welch–Satterthwaite degrees of freedom of a sum of independent variances of means v_i (each from n_i
-    values): (Σ v_i)² / Σ (v_i² / (n_i − 1)). None when every v_i is 0 (no spread: the sum is exact) or an
-    n_i < 2."""
-    if any(n < 2 for n in ns):
-        return None
-    den = sum(v * v / (n - 1) for v, n in zip(var_means, ns))
-    if den == 0:
-        return None
-    return sum(var_means) ** 2 / den
-
-
-def ratio_interval(num_values: Iterable[Any], den_values: Iterable[Any], conf: float = 0.95) -> dict[str, Any]:
-    """Interval on mean(num) / mean(den) for two independent samples (e.g. arm vs baseline throughput).
-
-    Fieller's method: with x̄, ȳ the means and v_x = s_x²/n_x, v_y = s_y²/n_y the variances of the means
-    (covariance 0: independent samples), the confidence set is the ρ with (x̄ − ρȳ)² ≤ t² (v_x + ρ² v_y),
-    i.e. a ρ² − 2 x̄ ȳ ρ + c ≤ 0 with a = ȳ² − t² v_y and c = x̄² − t² v_x.
-
-    One degrees-of-freedom rule for everything: t is the Student quantile at the Welch–Satterthwaite degrees
-    of freedom of x̄ − ρ̂ȳ at ρ̂ = x̄/ȳ, df = (v_x + ρ̂² v_y)² / (v_x² / (n_x − 1) + ρ̂⁴ v_y² / (n_y − 1)), and
-    the same t decides whether the set is bounded: it is a bounded interval exactly when a > 0 (ȳ is
-    significantly non-zero at that t; then the discriminant t² (x̄² v_y + a v_x) is positive too). Otherwise
-    the set is unbounded (two half-lines or the whole line) and is reported as such — no finite stand-in.
-
-    Returns {ratio, ci95: [lo, hi] | None, method, unbounded, df}: ratio None when a sample is empty or
-    mean(den) is 0; ci95 None when a sample has n < 2 (method None: no interval, one repeat) or the set is
-    unbounded (method "fieller", unbounded True); df None where no quantile was needed."""
-    xs, ys = _numbers(num_values), _numbers(den_values)
-    out: dict[str, Any] = {"ratio": None, "ci95": None, "method": None, "unbounded": False, "df": None}
-    if not xs or not ys:
-        return out
-    xm, ym = statistics.fmean(xs), statistics.fmean(ys)
-    if ym == 0:
-        return out
-    ratio = xm / ym
-    out["ratio"] = _r(ratio)
-    if len(xs) < 2 or len(ys) < 2:
-        return out
-    _, vx = _mean_var(xs)
-    _, vy = _mean_var(ys)
-    df = welch_df([vx, ratio * ratio * vy], [len(xs), len(ys)])
-    if df is None:  # both samples constant: the ratio is exact
-        out.update(ci95=[_r(ratio), _r(ratio)], method="fieller")
-        return out
-    t = t_quantile((1.0 + conf) / 2.0, df)
-    a = ym * ym - t * t * vy
-    b = xm * ym
-    c = xm * xm - t * t * vx
-    out.update(method="fieller", df=_r(df))
-    if a > 0:
-        root = math.sqrt(max(b * b - a * c, 0.0))
-        out["ci95"] = [_r((b - root) / a), _r((b + root) / a)]
-    else:
-        out["unbounded"] = True
-    return out
-
-
-def repeats_to_settle(num_values: Iterable[Any], den_values: Iterable[Any], conf: float = 0.95,
-                      power: float = 0.8, cap: int = 100) -> int | None:
-    """How many repeats of each (arm and baseline) would likely show a speedup above 1.0x, from the observed
-    spread: the smallest n with (t_{(1+conf)/2, df} + t_{power, df}) · √((s_x² + ρ̂² s_y²) / n) / ȳ ≤ ρ̂ − 1,
-    df the Welch–Satterthwaite degrees of freedom at n per sample (the rule of ratio_interval). That is the
-    usual sample size for the interval's lower bound to clear 1.0x with probability `power` if the true
-    means and spreads are the observed ones (normal approximation of the ratio, as in the delta method).
-
-    None when it cannot be sized (n < 2 in a sample: no spread observed; ratio ≤ 1: nothing to prove) or
-    needs more than cap repeats."""
-    xs, ys = _numbers(num_values), _numbers(den_values)
-    if len(xs) < 2 or len(ys) < 2:
-        return None
-    xm, ym = statistics.fmean(xs), statistics.fmean(ys)
-    if ym <= 0:
-        return None
-    ratio = xm / ym
-    if ratio <= 1.0:
-        return None
-    sx2, sy2 = statistics.variance(xs), statistics.variance(ys) * ratio * ratio
-    if sx2 + sy2 == 0:
-        return 2
-    for n in range(2, cap + 1):
-        df = welch_df([sx2 / n, sy2 / n], [n, n])
-        se = math.sqrt((sx2 + sy2) / n) / ym
-        if (t_quantile((1.0 + conf) / 2.0, df) + t_quantile(power, df)) * se <= ratio - 1.0:
-            return n
-    return None
-
-
-def noise_floor(baseline_values: Iterable[Any], conf: float = 0.95) -> dict[str, Any]:
-    """Baseline vs baseline: how large a "speedup" the repeat-to-repeat noise alone produces.
-
-    Choice: leave-one-out. Each repeat is divided by the mean of the other repeats, r_i = x_i / mean(x_j, j≠i),
-    and the result is the mean of the r_i with a t interval over them (df n − 1). This works from n = 2
-    (splitting into halves would leave n = 1 per half, hence no interval, at the default 3 repeats). The r_i
-    are not independent (they share values), so the interval is an indication of the noise, not a test; a
-    speedup inside it is indistinguishable from running the baseline again.
-
-    Returns {ratio, ci95: [lo, hi] | None, n}; n < 2 (or a zero mean among the others) gives ratio None."""
-    vals = _numbers(baseline_values)
-    n = len(vals)
-    if n < 2:
-        return {"ratio": None, "ci95": None, "n": n}
-    total = sum(vals)
-    ratios = []
-    for v in vals:
-        others = (total - v) / (n - 1)
-        if others == 0:
-            return {"ratio": None, "ci95": None, "n": n}
-        ratios.append(v / others)
-    ti = t_interval(ratios, conf)
-    return {"ratio": ti["mean"], "ci95": ti["ci95"], "n": n}
-
-
-# -- acceptance -----------------------------------------------------------------------------------------------
-
-def conditional_rates(marginals: Sequence[Any] | None) -> list[float | None]:
-    """Per-position conditional acceptance from the marginals (percent): c_0 = a_0, c_i = a_i / a_{i−1} · 100.
-
-    For chain methods a_i is P(positions 0..i all accepted), so c_i is P(position i accepted | position i−1
-    was). None where a_{i−1} is 0 (or a marginal is missing)."""
-    ms = list(marginals or [])
-    out: list[float | None] = []
-    for i, a in enumerate(ms):
-        if not isinstance(a, (int, float)) or isinstance(a, bool):
-            out.append(None)
-            continue
-        if i == 0:
-            out.append(_r(float(a), 4))
-            continue
-        prev = ms[i - 1]
-        if not isinstance(prev, (int, float)) or isinstance(prev, bool) or prev == 0:
-            out.append(None)
-        else:
-            out.append(_r(float(a) / float(prev) * 100.0, 4))
-    return out
-
-
-def predicted_al(marginals: Sequence[Any] | None, k: int | None = None) -> dict[str, float] | None:
-    """Acceptance length predicted for every k' ≤ k from the marginals (percent) measured at k:
-    AL(k') = 1 + Σ_{i<k'} a_i / 100, as {"1": 1 + a_0, "2": 1 + a_0 + a_1, ...}. For chain methods the
-    acceptance at position i does not depend on positions after it, so the marginals measured with k drafts
-    predict a run with k' < k. k None: every measured position. None without marginals."""
-    ms = _numbers(marginals)
-    if not ms or len(ms) != len(list(marginals or [])):
-        return None
-    upto = len(ms) if k is None else min(int(k), len(ms))
-    if upto < 1:
-        return None
-    out: dict[str, float] = {}
-    acc = 1.0
-    for i in range(upto):
-        acc += ms[i] / 100.0
-        out[str(i + 1)] = round(acc, 4)
-    return out
-
-
-def al_check(measured_al: Any, marginals: Sequence[Any] | None, tol: float = 0.02) -> dict[str, Any] | None:
-    """Consistency check AL = 1 + Σ marginals: {measured, from_marginals, consistent} with consistent when
-    |measured − from_marginals| ≤ tol · from_marginals (relative). None without both inputs."""
-    ms = _numbers(marginals)
-    if not isinstance(measured_al, (int, float)) or isinstance(measured_al, bool) or not ms:
-        return None
-    from_m = 1.0 + sum(ms) / 100.0
-    return {"measured": _r(float(measured_al), 4), "from_marginals": round(from_m, 4),
-            "consistent": abs(float(measured_al) - from_m) <= tol * from_m}
-
-
-def _count(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        return None
-    return float(v)
-
-
-def pooled_acceptance(repeats: Sequence[dict[str, Any] | None] | None) -> dict[str, Any] | None:
-    """Acceptance pooled over repeats: {acceptance_rate (%), acceptance_length, per_position_acceptance (%),
-    method: "tokens" | "mean", repeats: n used}.
-
-    Token-weighted from the counters when every repeat with acceptance carries num_drafts, draft_tokens and
-    accepted_tokens: rate = Σ accepted / Σ draft_tokens · 100, length = 1 + Σ accepted / Σ num_drafts,
-    per position p_i = Σ_r p_{r,i} · num_drafts_r / Σ_r num_drafts_r (each repeat's p is accepted_i / drafts).
-    Otherwise ("mean") the plain mean of the repeats' own figures; per position over the positions every
-    repeat has. Repeats without acceptance are left out; None when none has any."""
-    reps = [r for r in (repeats or []) if isinstance(r, dict)
-            and (isinstance(r.get("acceptance_rate"), (int, float)) or _count(r.get("draft_tokens")))]
-    if not reps:
-        return None
-    counted = all(_count(r.get("num_drafts")) and _count(r.get("draft_tokens")) is not None
-                  and _count(r.get("accepted_tokens")) is not None for r in reps)
-    pp_lists = [r.get("per_position_acceptance") for r in reps]
-    have_pp = all(isinstance(p, list) and p and len(_numbers(p)) == len(p) for p in pp_lists)
-    npos = min(len(p) for p in pp_lists) if have_pp else 0
-    if counted and sum(float(r["draft_tokens"]) for r in reps) > 0:
-        drafts = sum(float(r["num_drafts"]) for r in reps)
-        dtok = sum(float(r["draft_tokens"]) for r in reps)
-        acc = sum(float(r["accepted_tokens"]) for r in reps)
-        per_pos = None
-        if have_pp:
-            per_pos = [round(sum(float(r["per_position_acceptance"][i]) * float(r["num_drafts"]) for r in reps)
-                             / drafts, 4) for i in range(npos)]
-        return {"acceptance_rate": round(acc / dtok * 100.0, 4), "acceptance_length": round(1.0 + acc / drafts, 4),
-                "per_position_acceptance": per_pos, "method": "tokens", "repeats": len(reps)}
-    rates = _numbers(r.get("acceptance_rate") for r in reps)
-    lengths = _numbers(r.get("acceptance_length") for r in reps)
-    per_pos = None
-    if have_pp:
-        per_pos = [round(statistics.fmean(float(p[i]) for p in pp_lists), 4) for i in range(npos)]
-    return {"acceptance_rate": round(statistics.fmean(rates), 4) if rates else None,
-            "acceptance_length": round(statistics.fmean(lengths), 4) if lengths else None,
-            "per_position_acceptance": per_pos, "method": "mean", "repeats": len(reps)}
-
-
-# -- lossless -------------------------------------------------------------------------------------------------
-
-_PIECES = re.compile(r"\S+|\s+")
-
-
-def first_divergence(a: str, b: str) -> int | None:
-    """Index of the first whitespace-separated word where a and b differ (None when a == b). A difference in
-    the whitespace after word i counts as a divergence at word i + 1; a text that is a prefix of the other
-    diverges at the shorter one's word count."""
-    if a == b:
-        return None
-    pa, pb = _PIECES.findall(a), _PIECES.findall(b)
-    words = 0
-    for x, y in zip(pa, pb):
-        if x != y:
-            return words
-        if not x.isspace():
-            words += 1
-    return words
-
-
-def lossless(baseline_texts: Sequence[Any] | None, arm_texts: Sequence[Any] | None) -> dict[str, Any] | None:
-    """Per-prompt lossless check of an arm against the baseline (same prompts, greedy decoding):
-    {prompts, identical, identical_share, first_divergence: [word index | None per prompt]}.
-
-    Prompts are paired by position; a pair where either text is missing (not a string: the request failed)
-    is left out, so prompts counts the compared pairs. None when nothing could be compared."""
-    pairs = [(b, a) for b, a in zip(baseline_texts or [], arm_texts or []) if isinstance(b, str) and isinstance(a, str)]
-    if not pairs:
-        return None
-    div = [first_divergence(b, a) for b, a in pairs]
-    same = sum(1 for d in div if d is None)
-    return {"prompts": len(pairs), "identical": same, "identical_share": round(same / len(pairs), 4),
-            "first_divergence": div}
-
-
-def per_request_summary(specs: Sequence[dict[str, Any] | None] | None) -> dict[str, Any] | None:
-    """Per-request spec-decode metrics (vLLM 0.29+, speculative servers): {n, mean_acceptance_length,
-    median_acceptance_length} over the requests that report a mean_acceptance_length. None when none does."""
-    vals = _numbers(s.get("mean_acceptance_length") for s in (specs or []) if isinstance(s, dict))
-    if not vals:
-        return None
-    return {"n": len(vals), "mean_acceptance_length": round(statistics.fmean(vals), 4),
-            "median_acceptance_length": round(statistics.median(vals), 4)}
-
-
-# -- a cell of the matrix -------------------------------------------------------------------------------------
 
 def _throughputs(repeats: Sequence[dict[str, Any] | None] | None) -> list[float]:
     return _numbers((r or {}).get("output_throughput") for r in (repeats or []) if isinstance(r, dict))
@@ -454,8 +77,6 @@ def cell(repeats: Sequence[dict[str, Any] | None] | None, baseline_repeats: Sequ
             out["per_request"] = per_request_summary(probe.get("per_request"))
     return out
 
-
-# -- recommendation -------------------------------------------------------------------------------------------
 
 def _fmt_ci(ci: Sequence[float] | None, nd: int = 1) -> str:
     return f"[{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]" if ci else "(no interval)"
@@ -680,9 +301,9 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
     return res
 
 
-# -- the matrix -----------------------------------------------------------------------------------------------
-
 ARM_KEYS = ("id", "title", "kind", "method", "draft", "draft_name", "num_speculative_tokens", "status")
+
+
 LAUNCH_KEYS = ("startup_s", "cache_hits", "cache_misses", "placement")  # kept when the caller gives them
 
 
@@ -731,9 +352,9 @@ def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, 
             "coverage": coverage}
 
 
-# -- table rows for the front ends ----------------------------------------------------------------------------
-
 NA = "n/a"
+
+
 DASH = "—"
 
 
