@@ -144,7 +144,6 @@ def _commands(profile: Any, run: RunDir) -> dict[str, str]:
         except (OSError, UnicodeDecodeError):
             pass
         try:
-
             if planned is None:
                 planned = build_plan(profile, str(run.path), recorded_vllm_version(run.path),
                                      ph=Placeholders(run_dir=str(run.path)))

@@ -13,7 +13,6 @@ every child process, whatever way the run ends.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 import traceback
@@ -36,7 +35,7 @@ from tui.core.events import (
     StepStarted,
     StepStatus,
 )
-from tui.core.plan.arms import arms_of, fingerprint, is_tune, result_name, run_steps, step_title
+from tui.core.plan.arms import is_tune, run_steps, step_title
 from tui.core.plan.build import record_command
 from tui.core.profile.model import Profile, with_absolute_paths
 from tui.core.store.rundir import (
@@ -45,19 +44,16 @@ from tui.core.store.rundir import (
     RunDirUnwritable,
     as_unwritable,
     atomic_write_text,
-    result_file_problem,
     stale_running_steps,
 )
+from tui.core.run.resume import Resume
 from tui.core.run.reuse import check_reuse
+from tui.core.run.standin import StandIn
 from tui.core.secrets import add_secrets, add_secrets_from_env, redact, redact_event
 from tui.core.steps.base import StepContext, StepResult
 from tui.core.steps.registry import step_for
 from tui.core.proc.supervisor import ManagedProcess
 from tui.core.host.hub import hub_settings
-from tui.core.bench.benchparse import parse_result_json
-from tui.core.steps.bench import bench_facts
-from tui.core.bench import metrics as mx
-from tui.core.store.rundir import file_digest
 
 
 class ExitCode(IntEnum):
@@ -75,9 +71,6 @@ EXIT_USAGE = ExitCode.USAGE
 EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 # A run directory that cannot be written (RunDirUnwritable): exit 2 when nothing could be written at all
 # (the run never started: like a bad --run-dir), exit 1 when it happens once steps have run (the run failed).
-
-STAND_IN_TIMEOUT_S = 60.0
-STAND_IN_GRACE_S = 5.0
 
 def parse_steps(spec: str | None, profile: Profile | None = None) -> list[str]:
     """'env,checkpoints' -> ['env', 'checkpoints'] in run order; ValueError names a bad id. The allowed ids
@@ -97,7 +90,7 @@ def parse_steps(spec: str | None, profile: Profile | None = None) -> list[str]:
     return [s for s in allowed if s in wanted]
 
 
-class Engine:
+class Engine(StandIn, Resume):
     def __init__(self, profile: Profile, run_dir: Path, sink: Sink, steps: list[str] | None = None,
                  verbose: bool = False):
         # Paths resolved once: the run directory and the profile's paths are absolute from here on, so every
@@ -141,31 +134,6 @@ class Engine:
         self._step_task: asyncio.Future[Any] | None = None
         self.run.on_unwritable(self._unwritable_seen)
 
-    def _restore_facts(self) -> None:
-        """ctx.shared from state.json; a server step that passed but whose facts lack the bench numbers gets
-        them from its result file on disk (results already saved are never dropped from the report)."""
-        for sid, st in self.run.state.get("steps", {}).items():
-            if not (isinstance(st, dict) and st.get("status") in ("passed", "warned")):
-                continue
-            facts = dict(st["facts"]) if isinstance(st.get("facts"), dict) else {}
-            if sid in ("baseline", "eagle3") and not isinstance(facts.get("bench"), dict):
-                result = self.run.file(f"{sid}.json")
-                if result.is_file():
-                    try:
-
-                        res = parse_result_json(result)
-                        spec = None
-                        if res.spec is not None:
-                            b = res.spec
-                            spec = mx.SpecStats(b.acceptance_rate, b.acceptance_length, b.num_drafts, b.draft_tokens,
-                                                b.accepted_tokens, list(b.per_position))
-
-                        facts["bench"] = dict(bench_facts(res, spec, "bench" if spec else None),
-                                              result_file=str(result), **file_digest(result))
-                    except Exception:
-                        pass
-            self.ctx.shared[sid] = facts
-
     # -- an unwritable run directory: handled once ------------------------------------------------
     def _unwritable_seen(self, err: RunDirUnwritable) -> None:
         """A write failed (possibly a child's log, from the reader task): stop the running step now."""
@@ -193,83 +161,6 @@ class Engine:
             self.sink(event)
         except Exception:  # a broken front end must not kill the run
             pass
-
-    # -- stand-in platform ---------------------------------------------------------------------
-    async def _start_stand_in(self) -> None:
-        """Start the profile's [stand_in] command (a supervised child like a server), read its one JSON line
-        {"env": {...}, "unset": [...], "placeholders": {...}, "notice": "..."} and apply it to the run."""
-        spec = self.profile.raw.get("stand_in")
-        cmd = spec.get("command") if isinstance(spec, dict) else None
-        if not cmd:
-            if self.profile.simulated:
-                self.stand_in_notice = ("this profile has a [simulation] table but no [stand_in] command, so nothing "
-                                        "stands in for the platform: the steps check this machine as it is. Add "
-                                        '[stand_in] command = ["{python}", "-m", "tui.sim", "stand-in", "--profile", '
-                                        '"{run_dir}/profile.toml"] (or extends = "demo") to run on the simulator.')
-            return
-        argv = [self.ctx.ph.resolve(str(x)) for x in cmd]
-        loop = asyncio.get_running_loop()
-        first: asyncio.Future[dict[str, Any]] = loop.create_future()
-        seen: list[str] = []
-
-        def on_line(line: str, ts: float) -> None:
-            if first.done():
-                return
-            text = line.strip()
-            if text.startswith("{"):
-                try:
-                    msg = json.loads(text)
-                except ValueError:
-                    msg = None
-                if isinstance(msg, dict):
-                    first.set_result(msg)
-                    return
-            if text:
-                seen.append(text)
-
-        proc = ManagedProcess(argv, env=dict(self.ctx.environ), log_path=self.run.file("stand-in.log"),
-                              on_line=on_line, grace_s=STAND_IN_GRACE_S)
-        shown = " ".join(argv)
-        try:
-            await proc.start()
-        except asyncio.CancelledError:
-            proc.kill_now()
-            raise
-        except (FileNotFoundError, OSError) as exc:
-            self.platform_error = (f"the profile's [stand_in] command could not be started ({exc}): `{shown}`. "
-                                   "Fix [stand_in] command in the profile (the simulator's is "
-                                   '["{python}", "-m", "tui.sim", "stand-in", "--profile", "{run_dir}/profile.toml"]).')
-            return
-        self.ctx.cleanups.append(proc)
-        self._stand_in = proc
-        waiter = asyncio.ensure_future(proc.wait())
-        try:
-            done, _ = await asyncio.wait({first, waiter}, timeout=STAND_IN_TIMEOUT_S,
-                                         return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not waiter.done():
-                waiter.cancel()
-        if first.done():
-            self._apply_stand_in(first.result())
-            return
-        why = (f"exited with status {proc.returncode}" if proc.returncode is not None
-               else f"printed no JSON line within {STAND_IN_TIMEOUT_S:.0f} s")
-        last = redact(seen[-1][:300]) if seen else "no output"
-        self.platform_error = (f"the stand-in platform `{shown}` {why} (last output: {last}); its log is "
-                               f"{self.run.file('stand-in.log')}. Fix the [stand_in] command or the cause shown, "
-                               "then rerun.")
-
-    def _apply_stand_in(self, msg: dict[str, Any]) -> None:
-        env = self.ctx.environ
-        for var in msg.get("unset") or []:
-            env.pop(str(var), None)
-        for k, v in (msg.get("env") or {}).items():
-            env[str(k)] = str(v)
-        for k, v in (msg.get("placeholders") or {}).items():
-            if hasattr(self.ctx.ph, str(k)):
-                setattr(self.ctx.ph, str(k), str(v))
-        if msg.get("notice"):
-            self.stand_in_notice = str(msg["notice"])
 
     # -- cleanup ---------------------------------------------------------------------------------
     async def _cleanup(self, keep_platform: bool = False) -> None:
@@ -417,82 +308,6 @@ class Engine:
             return
         self._stale = (stale, who, why) if stale else None
         self._open_task = asyncio.ensure_future(self._finish_open())
-
-    def _result_problems(self, sid: str, facts: dict[str, Any]) -> list[tuple[str, str, str, str | None, int]]:
-        """[(what, file name, why, workload, repeat)] for each result file of arm `sid` that state.json records
-        numbers for and that is missing or changed since (checked against its recorded sha256 and size)."""
-        out: list[tuple[str, str, str, str | None, int]] = []
-        if is_tune(self.profile):
-            repeats = facts.get("repeats") if isinstance(facts.get("repeats"), dict) else {}
-            for wl, recs in repeats.items():
-                for r, rec in enumerate(recs if isinstance(recs, list) else [], start=1):
-                    name = result_name(self.profile, sid, str(wl), r)
-                    why = result_file_problem(self.run.path, name, rec if isinstance(rec, dict) else None)
-                    if why:
-                        out.append((f"{wl} repeat {r} ", name, why, str(wl), r))
-        elif isinstance(facts.get("bench"), dict):
-            name = result_name(self.profile, sid, "", 1)
-            why = result_file_problem(self.run.path, name, facts["bench"])
-            if why:
-                out.append(("", name, why, None, 1))
-        return out
-
-    def _plan_continuation(self) -> list[str]:
-        """A run continued in the same directory (--run-dir). Returns the arms kept.
-
-        A tune run goes on where it stopped: every requested arm that finished there with the same fingerprint
-        (server argv, benchmark, workloads, repeats) and whose result files are all there as state.json recorded
-        them (sha256 and size) is kept, results and all, and not run again. Only arms: the checks before them are
-        cheap and are run again. A result file missing or changed is named; its arm runs again and benchmarks
-        only the repeats whose files are gone or changed (the others are kept: ctx.runtime["resume"]).
-
-        An arm not requested now (--steps) whose numbers the results step would read back from state.json is
-        checked the same way: with a missing or changed file it is run again when the results step is requested,
-        else its numbers are not used."""
-        tune = is_tune(self.profile)
-        kept: list[str] = []
-        added: list[str] = []
-        resume: dict[str, dict[str, Any]] = {}
-        for arm in arms_of(self.profile):
-            st = (self.run.state.get("steps") or {}).get(arm.id)
-            if not isinstance(st, dict) or st.get("status") not in ("passed", "warned"):
-                continue
-            facts = st.get("facts") if isinstance(st.get("facts"), dict) else {}
-            requested = arm.id in self.steps
-            same = tune and facts.get("fingerprint") == fingerprint(self.profile, arm) and bool(facts.get("repeats"))
-            if requested and not same:
-                continue  # run again from scratch: a two-arm run's server steps, or an arm with other settings
-            problems = self._result_problems(arm.id, facts)
-            if not problems:
-                if requested:
-                    summary = str(st.get("summary") or "")
-                    self.results[arm.id] = StepResult(st["status"], summary, dict(facts))
-                    self.ctx.shared[arm.id] = dict(facts)
-                    kept.append(arm.id)
-                continue
-            if requested or "results" in self.steps:
-                if not requested:
-                    added.append(arm.id)
-                if same:  # only the repeats whose files are gone or changed are benchmarked again
-                    bad = {(wl, r) for _, _, _, wl, r in problems}
-                    resume[arm.id] = {"fingerprint": facts.get("fingerprint"), "repeats": {
-                        str(wl): {r: rec for r, rec in enumerate(recs, start=1)
-                                  if (wl, r) not in bad and isinstance(rec, dict)}
-                        for wl, recs in (facts.get("repeats") or {}).items() if isinstance(recs, list)}}
-                action = "running it again" if same else ("running the arm again" if tune else "running the step again")
-            else:
-                self.ctx.shared.pop(arm.id, None)
-                action = (f"its numbers are not used (run it again: --steps {arm.id},results with the same "
-                          "--run-dir)")
-            for what, name, why, _, _ in problems:
-                self._file_notices.append(f"{arm.id}: {what}result file {name} {why} → {action}")
-        if added:
-            wanted = set(self.steps) | set(added)
-            self.steps = [sid for sid in run_steps(self.profile) if sid in wanted]
-        if resume:
-            self.ctx.runtime["resume"] = resume
-        self.ctx.runtime["todo"] = [sid for sid in self.steps if sid not in kept]
-        return kept
 
     async def ready(self) -> None:
         """Wait until open() has brought the run's platform up (or failed to)."""
