@@ -31,6 +31,7 @@ from tui.core.bench.benchparse import (BenchParseError, BenchResult, TqdmProgres
 from tui.core.plan import build as plan
 from tui.core.plan.commands import CUSTOM_JSONL, DATASET_MODE_LABELS, dataset_mode, format_command
 from tui.core.events import Artifact, Command, Notice, Progress
+from tui.core.proc.child import wait_child
 from tui.core.proc.supervisor import ManagedProcess
 from tui.core.steps.base import FactRecorder, StepContext
 from tui.core.host.interpreter import find_server_interpreter, probe_vllm_version, server_launch_env
@@ -146,11 +147,7 @@ async def ensure_custom_jsonl(ctx: StepContext, facts: FactRecorder, sonnet_path
         facts.add("bench dataset", "cannot start the builder", "fail", str(exc), "check server.command in the profile")
         return None
     ctx.cleanups.append(proc)
-    waiter = asyncio.ensure_future(proc.wait())
-    done, _ = await asyncio.wait({waiter}, timeout=BUILD_TIMEOUT_S)  # a cancellation: the engine stops it
-    rc = waiter.result() if done else None
-    if not done:
-        waiter.cancel()
+    rc, _ = await wait_child(proc, BUILD_TIMEOUT_S)  # a cancellation: the engine stops it
     await proc.stop(grace_s=1)
     ctx.forget(proc)
     summary: dict | None = None
@@ -334,26 +331,19 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
             return None
         ctx.cleanups.append(proc)
         ctx.emit(Progress(step, "requests", 0, total, "req", None, None, "vllm bench serve"))
-        waiter = asyncio.ensure_future(proc.wait())
-        deadline = t0 + float(prof.benchmark.timeout_s)
-        timed_out = False
+
+        async def tokens_so_far() -> None:  # tokens generated so far (real, from the server's own counter)
+            _, srv = await _scrape_spec(client, sr.url)
+            if srv is not None and before_srv is not None:
+                gen = srv.generation_tokens - before_srv.generation_tokens
+                rate = tok_rate.add(time.monotonic(), gen)  # from the first token, over a recent window
+                ctx.emit(Progress(step, "tokens", gen, out_tokens_target, "tok", rate,
+                                  None, "generated tokens"))
+
         try:
-            while True:
-                done, _ = await asyncio.wait({waiter}, timeout=METRICS_POLL_S)
-                if done:
-                    break
-                if time.monotonic() > deadline:
-                    timed_out = True
-                    break
-                # Tokens generated so far (real, from the server's own counter).
-                _, srv = await _scrape_spec(client, sr.url)
-                if srv is not None and before_srv is not None:
-                    gen = srv.generation_tokens - before_srv.generation_tokens
-                    rate = tok_rate.add(time.monotonic(), gen)  # from the first token, over a recent window
-                    ctx.emit(Progress(step, "tokens", gen, out_tokens_target, "tok", rate,
-                                      None, "generated tokens"))
+            rc, timed_out = await wait_child(proc, float(prof.benchmark.timeout_s), started_at=t0,
+                                             every_s=METRICS_POLL_S, on_every=tokens_so_far)
         except asyncio.CancelledError:
-            waiter.cancel()
             try:  # the bench goes first, so that nothing it writes while stopping lands under the result's name
                 await asyncio.shield(proc.stop(grace_s=2))
                 ctx.forget(proc)
@@ -361,7 +351,6 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
                 set_aside(ctx, step, result_file)
             raise
         if timed_out:
-            waiter.cancel()
             await proc.stop(grace_s=5)
             ctx.forget(proc)
             kept = set_aside(ctx, step, result_file)
@@ -369,7 +358,6 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
                       f"its partial output is kept as {kept.name} (not a result)" if kept else "",
                       "raise benchmark.timeout_s or lower benchmark.num_prompts")
             return None
-        rc = waiter.result()
         await proc.stop(grace_s=1)
         ctx.forget(proc)
         after, _ = await _scrape_spec(client, sr.url)

@@ -47,6 +47,7 @@ from tui.core.host.hub import (
 )
 from tui.core.host.interpreter import find_server_interpreter, server_launch_env
 from tui.core.host.sysinfo import version_tuple
+from tui.core.proc.child import wait_child
 from tui.core.proc.supervisor import ManagedProcess
 from tui.core.steps.base import FactRecorder, StepContext, StepResult
 from tui.core.steps.checkpoint_rules import (
@@ -224,14 +225,8 @@ async def _prepare(ctx: StepContext, f: _Facts, secrets: tuple[str, ...]) -> dic
         return info
     ctx.cleanups.append(proc)
     ctx.emit(Artifact(STEP, PREPARE_LOG, str(ctx.run.path / PREPARE_LOG)))
-    timed_out = False
-    try:
-        rc: int | None = await asyncio.wait_for(proc.wait(), PREPARE_TIMEOUT_S)
-        output = list(proc.tail)
-    except asyncio.TimeoutError:
-        timed_out = True
-        rc = None
-        output = list(proc.tail)  # before the stop signal adds its own noise
+    rc, timed_out = await wait_child(proc, PREPARE_TIMEOUT_S)
+    output = list(proc.tail)  # before the stop signal adds its own noise
     rc_final = await proc.stop(grace_s=0.5 if not timed_out else 5.0)  # closes the log; ends leftover children
     ctx.forget(proc)
     rc = rc if rc is not None else rc_final
