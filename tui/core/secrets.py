@@ -173,3 +173,20 @@ def redact_event(event: Any) -> Any:
     return dataclasses.replace(event, **changes) if changes else event
 
 
+def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """redact() plus the literal values of the given secrets (e.g. a token from the run's environ, which the
+    process environment does not hold)."""
+    for s in secrets:
+        if s and len(s) >= 4:
+            text = text.replace(s, "***")
+    return redact(text)
+
+
+def scrub_obj(obj: Any, secrets: tuple[str, ...] = ()) -> Any:
+    if isinstance(obj, str):
+        return scrub(obj, secrets)
+    if isinstance(obj, dict):
+        return {k: scrub_obj(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [scrub_obj(v, secrets) for v in obj]
+    return obj

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from tui.core.secrets import redact
 from tui.core.host.safetensors_header import DirTensors, read_dir
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -79,24 +78,6 @@ def hub_settings(environ: Mapping[str, str], sim_hub: str = "", timeout_s: float
 
 def _expand(p: str) -> str:
     return os.path.expandvars(os.path.expanduser(p))
-
-
-def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """redact() plus the literal values of the given secrets (e.g. a token from the run's environ)."""
-    for s in secrets:
-        if s and len(s) >= 4:
-            text = text.replace(s, "***")
-    return redact(text)
-
-
-def scrub_obj(obj: Any, secrets: tuple[str, ...] = ()) -> Any:
-    if isinstance(obj, str):
-        return scrub(obj, secrets)
-    if isinstance(obj, dict):
-        return {k: scrub_obj(v, secrets) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [scrub_obj(v, secrets) for v in obj]
-    return obj
 
 
 def free_bytes(path: Path) -> tuple[int, Path]:
@@ -420,5 +401,5 @@ def probe_model(name: str, settings: HubSettings) -> ModelProbe:
 
 
 __all__ = ["DEFAULT_ENDPOINT", "HubFailure", "HubSettings", "ModelProbe", "cache_repo_dir", "describe_hub_error",
-           "env_true", "free_bytes", "hub_settings", "looks_local", "probe_model", "scrub", "scrub_obj",
+           "env_true", "free_bytes", "hub_settings", "looks_local", "probe_model",
            "transport_failure"]

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from tui.core.host import modelshape as ms
-from tui.core.host.hub import HubSettings, ModelProbe, scrub
+from tui.core.host.hub import HubSettings, ModelProbe
+from tui.core.secrets import scrub
 from tui.core.host.platforms import env_lookup, profile_platform
 from tui.core.steps.base import FactRecorder, StepContext
 from tui.core.steps.checkpoint_layout import (

@@ -42,9 +42,8 @@ from tui.core.host import modelshape as ms
 from tui.core.plan.commands import format_command
 from tui.core.events import Artifact, Command, LogLine, Progress
 from tui.core.plan.build import prepare_argv
-from tui.core.host.hub import (
-    HubFailure, HubSettings, ModelProbe, free_bytes, hub_settings, looks_local, probe_model, scrub, scrub_obj,
-)
+from tui.core.host.hub import HubFailure, HubSettings, ModelProbe, free_bytes, hub_settings, looks_local, probe_model
+from tui.core.secrets import scrub, scrub_obj
 from tui.core.host.interpreter import find_server_interpreter, server_launch_env
 from tui.core.host.sysinfo import version_tuple
 from tui.core.proc.child import wait_child
