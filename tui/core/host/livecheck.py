@@ -30,7 +30,7 @@ def _gib(n: float) -> str:
     return f"{n / GIB:.1f} GiB"
 
 
-def _settings(profile: Any, edits: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+def _edited_tables(profile: Any, edits: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     data = profile.data if hasattr(profile, "data") else profile
     out = {sec: dict(tbl) for sec, tbl in data.items() if isinstance(tbl, dict)}
     for dotted, value in (edits or {}).items():
@@ -49,7 +49,7 @@ def check_edits(profile: Any, env_facts: Mapping[str, Any] | None, edits: Mappin
     """Issues of `profile` (a Profile or its data) with `edits` (dotted keys) applied, against `env_facts`.
 
     Returns [(dotted key, "error" | "warn", message)], in the order of the form; empty when all is well."""
-    s = _settings(profile, edits)
+    s = _edited_tables(profile, edits)
     srv, bench = s.get("server", {}), s.get("benchmark", {})
     facts = env_facts or {}
     issues: list[Issue] = []

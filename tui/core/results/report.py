@@ -95,7 +95,7 @@ def _step_facts(sid: str, results: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return ctx.shared.get(sid, {}) or {}
 
 
-def _settings(profile: Any) -> dict[str, Any]:
+def _report_settings(profile: Any) -> dict[str, Any]:
     d = profile.data
     s, sp, b = d["server"], d["speculative"], d["benchmark"]
     return {
@@ -222,7 +222,7 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
         "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "verdict": verdict(int(exit_code), steps, comp, runs, diags),
         "models": {"target": profile.models.target, "draft": profile.draft_model},
-        "settings": _settings(profile),
+        "settings": _report_settings(profile),
         "versions": _versions(ctx),
         "dataset": _dataset(profile, ctx),
         "commands": _commands(profile, run),

@@ -16,7 +16,7 @@ from tui.core.secrets import redact
 from tui.core.store.rundir import _ARM_ID, RunDirStateError, _unrecorded_result_problem, owner_alive, read_state
 
 
-def _settings(toml_text: str) -> dict[str, Any] | None:
+def _comparable_settings(toml_text: str) -> dict[str, Any] | None:
     """A profile's settings (every table with defaults, without name/description), or None when unloadable."""
     try:
         raw = tomllib.loads(toml_text)
@@ -47,7 +47,8 @@ def check_reuse(directory: Path, profile: Any) -> dict[str, Any] | None:
         saved = directory / "profile.toml"
         same = False
         try:
-            same = _settings(saved.read_text(encoding="utf-8")) == _settings(redact(profile.to_toml()))
+            same = (_comparable_settings(saved.read_text(encoding="utf-8"))
+                    == _comparable_settings(redact(profile.to_toml())))
         except (OSError, UnicodeDecodeError):
             same = False
         if not same:
