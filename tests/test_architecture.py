@@ -143,3 +143,40 @@ def test_engine_runs_steps_through_the_registry():
     from tui.core.run import engine
 
     assert "importlib" not in open(engine.__file__, encoding="utf-8").read()
+
+
+def _function_imports(source: str) -> list[tuple[int, str]]:
+    """(line, text) of each import of the project's own modules inside a function body."""
+    import ast
+
+    lines = source.splitlines()
+    out = []
+    for fn in ast.walk(ast.parse(source)):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom):
+                    own = node.level > 0 or (node.module or "").split(".")[0] in ("tui", "screens")
+                elif isinstance(node, ast.Import):
+                    own = any(a.name.split(".")[0] in ("tui", "screens") for a in node.names)
+                else:
+                    continue
+                if own:
+                    out.append((node.lineno, lines[node.lineno - 1]))
+    return sorted(set(out))
+
+
+def test_engine_imports_at_the_top_of_its_files():
+    """The graph a reader sees is the real one: an import of the project inside a function is allowed only
+    where it keeps start-up fast, and then it says so on its line ("start-up")."""
+    from pathlib import Path
+
+    core = Path(__file__).resolve().parents[1] / "tui" / "core"
+    hidden = [f"{p.relative_to(core.parent.parent)}:{n}: {text.strip()}" for p in sorted(core.rglob("*.py"))
+              for n, text in _function_imports(p.read_text(encoding="utf-8")) if "start-up" not in text]
+    assert hidden == []
+
+
+def test_function_import_finder_finds_one():
+    src = "import os\n\ndef f():\n    from tui.core import events\n    import json\n    return events\n"
+    assert _function_imports(src) == [(4, "    from tui.core import events")]
+    assert _function_imports("def f():\n    from tui.core import events  # start-up: lazy\n")[0][0] == 2
