@@ -10,7 +10,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from tui.core import events as ev
-from tui.core.diagnostics import decisive_first
+from tui.core.serverlog.diagnostics import decisive_first
 from tui.widgets.common import STEP_ICONS, fmt_secs, status_style
 
 FAILED_STATES = ("failed", "unavailable")

@@ -1,8 +1,8 @@
 """Saved runs side by side (`specdec-tui compare RUN_DIR RUN_DIR…` in the app): one column per run, one row per
 number: profile, verdict, baseline and speculative output tok/s, speedup, acceptance, TPOT — the columns and rows of
-headless `compare` (tui.core.compare).
+headless `compare` (tui.core.results.compare).
 
-`CompareScreen(reports)` takes the loaded report dicts (report.json of each run, as `tui.core.compare.load_run`
+`CompareScreen(reports)` takes the loaded report dicts (report.json of each run, as `tui.core.results.compare.load_run`
 returns them) and works pushed on any app; `CompareApp(reports)` hosts it alone (what `compare` without
 --headless runs). A tune run has a column per arm and workload.
 """
@@ -21,7 +21,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from tui.core.compare import column_title, compare_columns, compare_rows
+from tui.core.results.compare import column_title, compare_columns, compare_rows
 from tui.widgets.common import status_style
 
 
@@ -61,7 +61,7 @@ def short_names(names: list[str]) -> dict[str, str]:
 
 
 def compare_table(reports: list[dict[str, Any]], width: int = 200) -> Table:
-    """The columns and rows of headless `compare` (tui.core.compare), fitted to the width."""
+    """The columns and rows of headless `compare` (tui.core.results.compare), fitted to the width."""
     cols = screen_columns(reports, width)
     multi: dict[str, int] = {}
     for c in cols:

@@ -6,7 +6,7 @@ is the arm whose per-position acceptance is drawn), the baseline-vs-baseline noi
 vs k per workload with its 95 % interval, per-position acceptance (marginal and conditional) of the selected
 arm with the acceptance length predicted for every k' ≤ k, then the checks, diagnostics and exported files.
 
-The matrix dict is report.json's `matrix` (its shape: tui/core/stats.py, build_matrix): workloads, arms, cells[arm][workload],
+The matrix dict is report.json's `matrix` (its shape: tui/core/results/stats.py, build_matrix): workloads, arms, cells[arm][workload],
 recommendation[workload], noise_floor[workload].
 """
 
@@ -21,7 +21,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from tui.core import events as ev
-from tui.core import stats
+from tui.core.results import stats
 from tui.widgets.common import bar, status_style
 
 from .base import FailureBanner
@@ -58,7 +58,7 @@ def _half_width(ci: Any, mean: Any) -> float | None:
 
 
 def arm_label(arm: dict[str, Any], arms: list[dict[str, Any]], wide: bool = False) -> str:
-    """'baseline', 'k=2', 'k=2 (redhat)' where drafts differ (tui.core.stats.arm_label, compact), or the arm's title
+    """'baseline', 'k=2', 'k=2 (redhat)' where drafts differ (tui.core.results.stats.arm_label, compact), or the arm's title
     (wide)."""
     if wide and arm.get("kind") != "baseline" and arm.get("title"):
         return str(arm["title"])
@@ -75,8 +75,8 @@ def cell_of(matrix: dict[str, Any], arm_id: str, workload: str) -> dict[str, Any
 
 # -- the pane's table --------------------------------------------------------------------------------------------
 # Arms as rows (the cursor row picks the arm whose per-position bars are shown), a few metrics as columns so that
-# four arms fit 80x24; every value is read from the engine's matrix dict (tui.core.stats computed it). The
-# headless table and report.md use tui.core.stats.matrix_rows (metrics as rows, every metric). Returns
+# four arms fit 80x24; every value is read from the engine's matrix dict (tui.core.results.stats computed it). The
+# headless table and report.md use tui.core.results.stats.matrix_rows (metrics as rows, every metric). Returns
 # (column headings, [(arm id, [cell text per column])]); the first column is the arm, numbers are right-aligned.
 def matrix_rows(matrix: dict[str, Any], workload: str, width: int) -> tuple[list[str], list[tuple[str, list[str]]]]:
     wide = width >= NARROW_WIDTH

@@ -1,6 +1,6 @@
 """Step 1 — Profile: choose a bundled profile or a TOML file, edit the key knobs with inline validation
 (the TOML loader's own validator; once the environment step has run, also the platform's facts:
-tui/core/livecheck.py), and save the result as a profile that `--headless` replays exactly."""
+tui/core/host/livecheck.py), and save the result as a profile that `--headless` replays exactly."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from textual.message import Message
 from textual.widgets import Button, Input, Label, Select, Static
 
 from tui.core import events as ev
-from tui.core.livecheck import ERROR, check_edits
-from tui.core.profile import Profile, ProfileError, bundled_profiles, load_profile, validate_value
-from tui.core.arms import is_tune
+from tui.core.host.livecheck import ERROR, check_edits
+from tui.core.profile.model import Profile, ProfileError, bundled_profiles, load_profile, validate_value
+from tui.core.plan.arms import is_tune
 from tui.widgets.sweep import SweepToggle, with_sweep, without_sweep
-from tui.core.supervisor import port_free
+from tui.core.proc.supervisor import port_free
 from tui.widgets.fields import Field
 from tui.widgets.pathtext import PathText
 

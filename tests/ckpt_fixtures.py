@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tui.core.safetensors_header import write_file
+from tui.core.host.safetensors_header import write_file
 
 H, V, L = 128, 2000, 4  # hidden, vocab, target layers (the tinymodels target's shape)
 

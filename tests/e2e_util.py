@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from tui.core.profile import load_profile
+from tui.core.profile.model import load_profile
 
 REPO = Path(__file__).resolve().parents[1]
 

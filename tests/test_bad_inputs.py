@@ -32,7 +32,9 @@ from bad_inputs_util import (
 )
 from e2e_util import REPO, child_env, demo_variant, free_port, wait_for
 from tui.cli import main
-from tui.core import rundir
+from tui.core import secrets
+from tui.core.run import reuse
+from tui.core.store import rundir
 
 FIXTURES = REPO / "tests" / "fixtures"
 JAIL_WHY = jail_available()
@@ -295,8 +297,8 @@ def test_engine_refuses_a_damaged_state_without_the_cli_check(tmp_path):
     """The wizard builds the Engine itself: it too refuses a damaged state and writes nothing."""
     import asyncio
 
-    from tui.core.engine import Engine
-    from tui.core.profile import load_profile
+    from tui.core.run.engine import Engine
+    from tui.core.profile.model import load_profile
 
     run = tmp_path / "run"
     run.mkdir()
@@ -591,7 +593,7 @@ def test_port_in_use(tmp_path, steps):
 
 
 def test_bind_problem_kinds():
-    from tui.core.sysinfo import bind_problem
+    from tui.core.host.sysinfo import bind_problem
 
     assert bind_problem("127.0.0.1", 0) is None
     assert bind_problem("192.0.2.1", 0)[0] == "not-local"
@@ -714,7 +716,7 @@ SECRET_CASES = [
 def test_secrets_never_printed(capsys, monkeypatch, tmp_path, extra, env, secret, shown):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    rundir._REDACTOR._env_at = -1e9  # pick up the environment now
+    secrets._REDACTOR._env_at = -1e9  # pick up the environment now
     prof = tmp_path / "sec.toml"
     prof.write_text(D + extra)
     try:
@@ -723,7 +725,7 @@ def test_secrets_never_printed(capsys, monkeypatch, tmp_path, extra, env, secret
         assert secret not in out + err, [l for l in (out + err).splitlines() if secret in l]
         assert shown in out
     finally:
-        rundir._REDACTOR.clear_registered()
+        secrets._REDACTOR.clear_registered()
 
 
 def test_not_secret_names_are_kept(capsys, monkeypatch, tmp_path):
@@ -734,7 +736,7 @@ def test_not_secret_names_are_kept(capsys, monkeypatch, tmp_path):
 
 
 def test_token_redacted_on_console_files_and_report(tmp_path):
-    from tui.core.profile import load_profile
+    from tui.core.profile.model import load_profile
 
     env = dict(load_profile("demo").server.env, HF_TOKEN=TOKEN, MY_SECRET="s3cr3t-in-env")
     prof = demo_variant(tmp_path, "tok", server__env=env,
@@ -754,16 +756,16 @@ def test_token_redacted_on_console_files_and_report(tmp_path):
 def test_redact_event_covers_every_text_field():
     from tui.core import events as ev
 
-    rundir.add_secrets(["very-secret-value"])
+    secrets.add_secrets(["very-secret-value"])
     try:
-        e = rundir.redact_event(ev.Command("baseline", "serve", ("x", "very-secret-value"), TOKEN))
+        e = secrets.redact_event(ev.Command("baseline", "serve", ("x", "very-secret-value"), TOKEN))
         assert tuple(e.argv) == ("x", "***") and e.text == "hf_***"
-        d = rundir.redact_event(ev.Diagnosis("s", "x", "error", "t very-secret-value", ("ev " + TOKEN,), "r"))
+        d = secrets.redact_event(ev.Diagnosis("s", "x", "error", "t very-secret-value", ("ev " + TOKEN,), "r"))
         assert d.title == "t ***" and d.evidence == ("ev hf_***",)
         line = ev.LogLine("s", "nothing here")
-        assert rundir.redact_event(line) is line
+        assert secrets.redact_event(line) is line
     finally:
-        rundir._REDACTOR.clear_registered()
+        secrets._REDACTOR.clear_registered()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -878,8 +880,8 @@ def test_engine_refuses_damaged_facts_without_the_cli_check(tmp_path):
     """The wizard builds the Engine itself: a state whose facts are damaged is refused there too, untouched."""
     import asyncio
 
-    from tui.core.engine import Engine
-    from tui.core.profile import load_profile
+    from tui.core.run.engine import Engine
+    from tui.core.profile.model import load_profile
 
     run = _closed_run(tmp_path, False)
     _mutate(run / "state.json", _set("steps/baseline/facts/bench", "fast"))
@@ -937,14 +939,14 @@ def test_run_dir_of_another_shape_is_refused_untouched(capsys, monkeypatch, tmp_
 def test_run_dir_shape_rules_directly(tmp_path):
     """More arms than the saved run (extending the matrix) may continue it; a state that says nothing of its
     shape (only the checks ran) fits either; the engine writes the shape it ran."""
-    from tui.core.profile import load_profile
+    from tui.core.profile.model import load_profile
 
     run = _closed_run(tmp_path, True)
     more = load_profile("tune-demo").with_values({"tune.num_speculative_tokens": [1, 2, 3, 4]})
-    assert rundir.check_reuse(run, more) is not None
+    assert reuse.check_reuse(run, more) is not None
     state = {"profile": "demo", "steps": {"env": {"status": "passed"}}}
-    assert rundir.shape_mismatch(state, load_profile("tune-demo")) is None
-    assert rundir.shape_mismatch(dict(state, tune=True), load_profile("demo")) is not None
+    assert reuse.shape_mismatch(state, load_profile("tune-demo")) is None
+    assert reuse.shape_mismatch(dict(state, tune=True), load_profile("demo")) is not None
 
 
 GATE_CASES = [
@@ -985,8 +987,8 @@ def test_gate_the_run_cannot_produce_is_refused_before_anything(capsys, monkeypa
 
 
 def test_gates_a_run_can_produce_are_accepted():
-    from tui.core import gates
-    from tui.core.profile import load_profile
+    from tui.core.results import gates
+    from tui.core.profile.model import load_profile
 
     two, tune = load_profile("demo"), load_profile("tune-demo")
     for text in ("speedup>=1.1", "runs.eagle3.acceptance_rate>50", "comparison.median_tpot_ratio<1",
@@ -1048,7 +1050,7 @@ def test_interrupted_bench_output_is_never_taken_for_a_result(tmp_path, how):
 # =========================================================================================================
 
 from e2e_util import FAST_SIM  # noqa: E402
-from tui.core.profile import load_profile  # noqa: E402
+from tui.core.profile.model import load_profile  # noqa: E402
 
 
 def _tune_variant(tmp_path: Path, name: str, **updates) -> Path:
@@ -1134,7 +1136,7 @@ def test_tune_draft_of_the_wrong_method_is_a_mismatch(tmp_path):
 
 
 def test_capacity_notice_counts_every_arm():
-    from tui.core.placement import plan_ranges
+    from tui.core.host.placement import plan_ranges
 
     p = plan_ranges(64, 32, 3)
     assert p.summary().startswith("2 of 3 arm(s) at once")
@@ -1206,7 +1208,7 @@ def test_server_command_on_path_but_not_executable(tmp_path, steps, fact):
 
 
 def test_not_runnable_says_why():
-    from tui.core.sysinfo import not_runnable
+    from tui.core.host.sysinfo import not_runnable
 
     assert not_runnable("no-such-tool-xyz", "/nonexistent") is None  # the caller says "not found on PATH"
     assert not_runnable("/nonexistent/vllm", "") == "/nonexistent/vllm does not exist"
@@ -1217,7 +1219,7 @@ _HANGS = "#!/bin/sh\n# a probe that never answers and has started a child of its
 
 _PROBE_DRIVER = r'''
 import asyncio, os, sys, time
-from tui.core.probe import run_capture, run_capture_sync
+from tui.core.host.interpreter import run_capture, run_capture_sync
 exe = sys.argv[1]
 t0 = time.monotonic()
 print("async", asyncio.run(run_capture([exe], dict(os.environ), 1.0)))

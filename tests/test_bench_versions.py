@@ -17,9 +17,9 @@ import pytest
 
 from e2e_util import child_env, demo_variant, load_report
 from test_sim_bench import MODEL, SimServer, free_port, sim_env, write_verse
-from tui.core import commands as cmd
-from tui.core.benchparse import first_request_error, parse_result_json, parse_stdout_blocks
-from tui.core.profile import load_profile
+from tui.core.plan import commands as cmd
+from tui.core.bench.benchparse import first_request_error, parse_result_json, parse_stdout_blocks
+from tui.core.profile.model import load_profile
 from tui.sim.bench import DATASET_CHOICES_032, chat_template, sample_sonnet
 from tui.sim.tokens import tokenize
 
@@ -445,9 +445,9 @@ def test_first_request_error_shapes():
 def test_bench_against_dead_server_fails_the_step_with_diagnosis(tmp_path):
     """run_benchmark against a closed port (vLLM 0.32, custom JSONL): the bench exits 0 with `completed: 0`;
     the step fails on the result file, with bench-requests-failed naming the first error and the server log."""
-    from tui.core.commands import Placeholders
+    from tui.core.plan.commands import Placeholders
     from tui.core.events import Diagnosis, Fact
-    from tui.core.rundir import RunDir
+    from tui.core.store.rundir import RunDir
     from tui.core.steps.base import FactRecorder, StepContext
     from tui.core.steps.bench import run_benchmark
 

@@ -1,4 +1,4 @@
-"""tui.core.benchparse on every `vllm bench serve` output shape (fixtures in tests/fixtures/bench)."""
+"""tui.core.bench.benchparse on every `vllm bench serve` output shape (fixtures in tests/fixtures/bench)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tqdm import tqdm
 
-from tui.core.benchparse import (BenchParseError, Progress, TqdmProgressParser, parse_result_json,
+from tui.core.bench.benchparse import (BenchParseError, Progress, TqdmProgressParser, parse_result_json,
                                  parse_stdout_blocks, parse_tqdm_line)
 
 FIX = Path(__file__).parent / "fixtures" / "bench"
@@ -262,7 +262,7 @@ def test_tqdm_format_variants():
 
 def test_e2el_percentiles_parsed():
     """Metric names with digits (e2el) keep their percentile keys (p99_e2el_ms)."""
-    from tui.core.benchparse import parse_result_json as _parse
+    from tui.core.bench.benchparse import parse_result_json as _parse
 
     text = ('{"completed": 2, "failed": 0, "num_prompts": 2, "duration": 1.0, "output_throughput": 1.0, '
             '"mean_e2el_ms": 10.0, "median_e2el_ms": 9.0, "p50_e2el_ms": 9.0, "p99_e2el_ms": 12.5}')

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.commands import BUNDLED_SONNET_SHA256, bundled_data_dir, specdec_tools_dir
-from tui.core.profile import bundled_profiles, load_profile
+from tui.core.plan.commands import BUNDLED_SONNET_SHA256, bundled_data_dir, specdec_tools_dir
+from tui.core.profile.model import bundled_profiles, load_profile
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "commands"
@@ -86,7 +86,7 @@ def show_commands(name: str, tmp_path: Path) -> str:
                           "--vllm-version", version],
                          capture_output=True, text=True, check=True, env=env, stdin=subprocess.DEVNULL,
                          cwd=tmp_path).stdout
-    # --run-dir is made absolute as a run would (tui.core.plan); the fixtures write it as RUN
+    # --run-dir is made absolute as a run would (tui.core.plan.build); the fixtures write it as RUN
     for real, token in ((os.path.join(os.path.realpath(tmp_path), RUN), RUN),
                         (str(cache / "specdec-tui"), "<cache_dir>"), (str(bundled_data_dir()), "<bundled_data>"),
                         (str(specdec_tools_dir()), "<specdec_tools>")):

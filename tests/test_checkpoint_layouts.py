@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 import ckpt_fixtures as fx
-from tui.core.commands import Placeholders
+from tui.core.plan.commands import Placeholders
 from tui.core.events import Artifact, Diagnosis, Event, Fact, LogLine, Progress
-from tui.core.profile import profile_from_dict
-from tui.core.rundir import RunDir
-from tui.core.safetensors_header import HeaderError, read_dir, read_header, write_file
+from tui.core.profile.model import profile_from_dict
+from tui.core.store.rundir import RunDir
+from tui.core.host.safetensors_header import HeaderError, read_dir, read_header, write_file
 from tui.core.steps import checkpoints
 from tui.core.steps.base import StepContext
 from tui.sim.hub import AUTHORIZED_TOKEN

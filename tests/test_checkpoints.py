@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.commands import Placeholders
+from tui.core.plan.commands import Placeholders
 from tui.core.events import Artifact, Diagnosis, Event, Fact
-from tui.core.profile import profile_from_dict
-from tui.core.rundir import RunDir
+from tui.core.profile.model import profile_from_dict
+from tui.core.store.rundir import RunDir
 from tui.core.steps import checkpoints
 from tui.core.steps.base import StepContext
 from tui.sim.hub import GPT_OSS_120B_CONFIG, commit_for, start_hub
@@ -308,7 +308,7 @@ def test_only_the_runs_endpoint_is_contacted(hub, tmp_path):
     assert hub.requests_to("/api/models/*")
 
 
-# -- settings vLLM refuses for the models' shape (tui/core/modelshape.py) --------------------------------------
+# -- settings vLLM refuses for the models' shape (tui/core/host/modelshape.py) --------------------------------------
 
 
 def shaped_profile(**server):

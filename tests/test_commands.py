@@ -13,8 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tui.core.commands import bench_argv, format_command, serve_argv
-from tui.core.profile import load_profile
+from tui.core.plan.commands import bench_argv, format_command, serve_argv
+from tui.core.profile.model import load_profile
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tutorial_commands.sh"
 JSON_FLAGS = {"--hf-overrides", "--additional-config", "--speculative-config"}
@@ -150,7 +150,7 @@ def test_host_zero_uses_loopback_base_url():
 # Issue 8: platforms, new flags, placeholders
 # ---------------------------------------------------------------------------------------------
 
-from tui.core.commands import (  # noqa: E402
+from tui.core.plan.commands import (  # noqa: E402
     Placeholders,
     bundled_data_dir,
     prepare_argv,
@@ -158,7 +158,7 @@ from tui.core.commands import (  # noqa: E402
     specdec_tools_dir,
     speculative_config,
 )
-from tui.core.profile import profile_from_dict  # noqa: E402
+from tui.core.profile.model import profile_from_dict  # noqa: E402
 
 
 def _spec(argv: list[str]) -> dict:
@@ -240,7 +240,7 @@ def test_neuron_compile_timeouts_only_on_neuron():
 
 
 def test_show_commands_prepare_block_only_with_prepare():
-    from tui.core.plan import show_commands_text
+    from tui.core.plan.build import show_commands_text
 
     assert "# Checkpoints: prepare" not in show_commands_text(load_profile("gpt-oss-120b-eagle3-trn2"))
     text = show_commands_text(load_profile("cpu"))

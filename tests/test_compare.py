@@ -1,4 +1,4 @@
-"""`specdec-tui compare RUN_DIR…` (tui/core/compare.py + tui/cli.py): saved runs side by side."""
+"""`specdec-tui compare RUN_DIR…` (tui/core/results/compare.py + tui/cli.py): saved runs side by side."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tui.cli import main
-from tui.core import compare as cmp
+from tui.core.results import compare as cmp
 
 from tune_reports import matrix_report, two_arm_report
 

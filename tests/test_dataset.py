@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tui.core.commands import Placeholders
+from tui.core.plan.commands import Placeholders
 from tui.core.events import Artifact, Event, Fact, Progress
-from tui.core.profile import profile_from_dict
-from tui.core.rundir import RunDir
+from tui.core.profile.model import profile_from_dict
+from tui.core.store.rundir import RunDir
 from tui.core.steps import dataset
 from tui.core.steps.base import StepContext
 from tui.sim.sonnet import SONNET_SHA256, SONNET_SIZE, sonnet_bytes

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tui.core import diagnostics as dg
+from tui.core.serverlog import diagnostics as dg
 from tui.core.events import Fact
-from tui.core.logparse import LogPipeline
+from tui.core.serverlog.logparse import LogPipeline
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 
@@ -349,7 +349,7 @@ def test_first_request_death_from_the_real_capture():
 
 
 def test_serve_facts_from_profile():
-    from tui.core.profile import profile_from_dict
+    from tui.core.profile.model import profile_from_dict
 
     prof = profile_from_dict({"models": {"target": "t/target", "draft": "d/draft"},
                               "server": {"tensor_parallel_size": 4, "max_model_len": 2048}})
@@ -420,7 +420,7 @@ NCC_RUN = [
 
 
 def _watch(lines):
-    from tui.core.logwatch import ServeLogWatcher
+    from tui.core.serverlog.logwatch import ServeLogWatcher
     events = []
     w = ServeLogWatcher(events.append, "baseline", speculative=False, verbose_lines=False, platform="neuron")
     for i, raw in enumerate(lines):
@@ -445,7 +445,7 @@ def test_compile_failure_quotes_the_ncc_line_first_not_the_banner():
 
 
 def test_nrt_and_exception_lines_outrank_boilerplate():
-    from tui.core.logparse import evidence_rank, rank_evidence
+    from tui.core.serverlog.logparse import evidence_rank, rank_evidence
     nrt = "Logical Neuron Core(s) not available - Requested:lnc0-lnc0 Available:0 Logical Core size:2"
     exc = "RuntimeError: The PyTorch Neuron Runtime could not be initialized."
     plain_exc = "ValueError: max_model_len 9000 is greater than the model's 8192"

@@ -21,7 +21,7 @@ from e2e_util import (
     wait_for,
     wait_gone,
 )
-from tui.core.profile import load_profile
+from tui.core.profile.model import load_profile
 
 
 def test_first_three_steps_pass_on_demo(tmp_path):

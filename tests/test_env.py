@@ -18,14 +18,14 @@ from typing import Any
 
 import pytest
 
-from tui.core.commands import Placeholders
+from tui.core.plan.commands import Placeholders
 from tui.core.events import Artifact, Fact
-from tui.core.probe import find_server_interpreter, probe_vllm_version, run_probe
-from tui.core.profile import load_profile, profile_from_dict
-from tui.core.rundir import RunDir
+from tui.core.host.interpreter import find_server_interpreter, probe_vllm_version, run_probe
+from tui.core.profile.model import load_profile, profile_from_dict
+from tui.core.store.rundir import RunDir
 from tui.core.steps import env as env_step
 from tui.core.steps.base import StepContext, StepResult
-from tui.core.sysinfo import parse_neuron_ls, version_tuple
+from tui.core.host.sysinfo import parse_neuron_ls, version_tuple
 
 FIXTURES = Path(__file__).parent / "fixtures" / "env"
 PY = sys.executable
@@ -232,7 +232,7 @@ async def test_trn2_idle_with_good_plugin_passes(tmp_path):
     f = res.facts
     assert f["vllm_version"] == "0.24.0" and f["vllm_neuron_version"] == "0.24.0.1.1.0"
     assert f["neuron_sdk"] == "2.32" and f["logical_cores"] == 64 and f["lnc"] == 2 and f["neuron_devices"] == 16
-    # The HBM fit's inputs and the busy cores, for the Profile pane's as-you-type checks (tui/core/livecheck.py):
+    # The HBM fit's inputs and the busy cores, for the Profile pane's as-you-type checks (tui/core/host/livecheck.py):
     # 96 GiB per device over 4 logical cores; org/tiny-target has no known size; no process holds a core.
     assert f["hbm_per_core"] == 24 * 1024**3 and f["weights_bytes"] is None and f["busy_cores"] == []
     assert f["sonnet_available"] is True and f["bench_prints_spec_decode"] is True
@@ -737,7 +737,7 @@ async def test_cpu_checks_fail_with_values(tmp_path):
 
 
 def test_nvidia_smi_parsers_agree():
-    from tui.core.platforms import parse_nvidia_smi_csv, parse_nvidia_smi_xml
+    from tui.core.host.platforms import parse_nvidia_smi_csv, parse_nvidia_smi_xml
 
     x = parse_nvidia_smi_xml((SMI / "h100x8-two-busy.xml").read_text())
     c, driver = parse_nvidia_smi_csv((SMI / "h100x8-two-busy.csv").read_text())

@@ -1,4 +1,4 @@
-"""tui/core/gates.py: --expect parsing, the flat gate metrics from report.json, evaluation, apply_gates."""
+"""tui/core/results/gates.py: --expect parsing, the flat gate metrics from report.json, evaluation, apply_gates."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tui.core import gates as g
+from tui.core.results import gates as g
 
 from tune_reports import matrix_report, tutorial_matrix, two_arm_report
 
@@ -149,7 +149,7 @@ def test_parse_all_accepts_parsed_expectations():
 
 def test_matrix_metrics_without_a_baseline():
     arms, af = tutorial_matrix()
-    from tui.core import stats
+    from tui.core.results import stats
 
     arms = arms[1:]
     del af["baseline"]
@@ -159,7 +159,7 @@ def test_matrix_metrics_without_a_baseline():
 
 
 def test_speedup_lo_gate_says_why_a_matrix_has_no_lower_bound():
-    from tui.core import stats
+    from tui.core.results import stats
     from tune_reports import arm, bench, facts
 
     arms = [arm("baseline", "baseline"), arm("eagle3-k1", k=1)]

@@ -25,7 +25,7 @@ def test_no_textual_in_engine_or_headless(module):
 
 
 def test_engine_modules_listed():
-    assert "tui.core.engine" in ENGINE_MODULES and "tui.core.steps.env" in ENGINE_MODULES
+    assert "tui.core.run.engine" in ENGINE_MODULES and "tui.core.steps.env" in ENGINE_MODULES
 
 
 @pytest.mark.parametrize("module", ["tui.headless", "tui.cli"] + ENGINE_MODULES)
@@ -44,39 +44,4 @@ def test_no_simulator_import_in_engine_sources():
     assert offenders == []
 
 
-def _core_imports(name: str) -> set[str]:
-    """The tui.core modules `tui/core/<name>.py` imports anywhere (top level, in functions, TYPE_CHECKING)."""
-    import ast
-
-    tree = ast.parse((REPO / "tui" / "core" / f"{name}.py").read_text())
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                out.add(node.module.split(".")[0])
-            else:
-                out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tui.core."):
-            out.add(node.module.split(".")[2])
-    return out
-
-
-def test_plan_sits_above_its_builders():
-    """arms, commands, probe and workloads do not import each other in a circle; the plan imports them and none
-    of them imports the plan (tui.core.plan is the one place that assembles a run's argv)."""
-    mods = ("arms", "commands", "probe", "workloads")
-    graph = {m: _core_imports(m) & set(mods) for m in mods}
-    assert all("plan" not in _core_imports(m) for m in mods)
-    assert set(mods) <= _core_imports("plan")
-
-    def reach(start: str) -> set[str]:
-        seen, todo = set(), list(graph[start])
-        while todo:
-            m = todo.pop()
-            if m not in seen:
-                seen.add(m)
-                todo += list(graph[m])
-        return seen
-
-    for m in mods:
-        assert m not in reach(m), f"{m} imports itself through {graph}"
+# The floors (no circle, no import running up) are enforced by tests/test_architecture.py.

@@ -1,9 +1,9 @@
-"""tui/core/livecheck.py: the Profile pane's as-you-type checks against the environment step's facts."""
+"""tui/core/host/livecheck.py: the Profile pane's as-you-type checks against the environment step's facts."""
 
 from __future__ import annotations
 
-from tui.core.livecheck import ERROR, WARN, check_edits
-from tui.core.profile import load_profile
+from tui.core.host.livecheck import ERROR, WARN, check_edits
+from tui.core.profile.model import load_profile
 
 GIB = 1024**3
 # What the env step stores on a trn2.48xlarge for GPT-OSS-120B + its EAGLE3 draft in BF16.

@@ -1,4 +1,4 @@
-"""Tests for tui.core.logparse: the `vllm serve` log pipeline, on the synthetic logs in fixtures/logs/."""
+"""Tests for tui.core.serverlog.logparse: the `vllm serve` log pipeline, on the synthetic logs in fixtures/logs/."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.logparse import (
+from tui.core.serverlog.logparse import (
     ERROR_KINDS,
     LEGACY_PHASES,
     VLLM_PHASES,

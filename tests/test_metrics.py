@@ -1,4 +1,4 @@
-"""tui.core.metrics: /metrics scraping (a real loopback HTTP server), spec counters and the delta."""
+"""tui.core.bench.metrics: /metrics scraping (a real loopback HTTP server), spec counters and the delta."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
-from tui.core.metrics import (MetricsError, SpecCounters, SpecStats, TokenRate, parse_server_counters,
+from tui.core.bench.metrics import (MetricsError, SpecCounters, SpecStats, TokenRate, parse_server_counters,
                               parse_spec_counters, scrape, spec_delta)
 
 REFERENCE_EXPOSITION = """\

@@ -1,10 +1,10 @@
-"""tui/core/modelshape.py: what vLLM refuses at startup for a model's shape, from config.json alone."""
+"""tui/core/host/modelshape.py: what vLLM refuses at startup for a model's shape, from config.json alone."""
 
 from __future__ import annotations
 
 import pytest
 
-from tui.core import modelshape as ms
+from tui.core.host import modelshape as ms
 from tui.sim.hub import GPT_OSS_120B_CONFIG, LLAMA_31_8B_CONFIG, speculators_config
 
 GPT = ms.shape_of(GPT_OSS_120B_CONFIG, "openai/gpt-oss-120b")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from e2e_util import demo_variant, run_cli
 
-from tui.core.profile import load_profile, with_absolute_paths
+from tui.core.profile.model import load_profile, with_absolute_paths
 
 
 def test_relative_profile_paths_become_absolute(tmp_path: Path) -> None:

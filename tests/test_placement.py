@@ -1,10 +1,10 @@
-"""tui/core/placement.py: NEURON_VISIBLE_DEVICES ranges for parallel arms, ports, the capacity check."""
+"""tui/core/host/placement.py: NEURON_VISIBLE_DEVICES ranges for parallel arms, ports, the capacity check."""
 
 from __future__ import annotations
 
 import pytest
 
-from tui.core.placement import (
+from tui.core.host.placement import (
     CoreFacts,
     PlacementError,
     arm_ports,
@@ -17,7 +17,7 @@ from tui.core.placement import (
     plan_ranges,
     root_comm_port,
 )
-from tui.core.sysinfo import GIB, parse_neuron_ls
+from tui.core.host.sysinfo import GIB, parse_neuron_ls
 from tui.sim.standin import neuron_ls_devices
 
 

@@ -1,4 +1,4 @@
-"""tui.core.plan: seeds per repeat, the custom-dataset pool, the per-request flag, and the record of what ran."""
+"""tui.core.plan.build: seeds per repeat, the custom-dataset pool, the per-request flag, and the record of what ran."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tui.core import plan
-from tui.core.commands import Placeholders
-from tui.core.profile import ProfileError, load_profile, load_profile_text
+from tui.core.plan import build as plan
+from tui.core.plan.commands import Placeholders
+from tui.core.profile.model import ProfileError, load_profile, load_profile_text
 
 
 def _tune(**values):
@@ -79,7 +79,7 @@ def test_seed_keys_are_validated(bad, what):
 
 
 def test_recorded_commands_and_version(tmp_path):
-    from tui.core.rundir import RunDir
+    from tui.core.store.rundir import RunDir
 
     run = RunDir(tmp_path)
     plan.record_command(tmp_path, "baseline", "serve", ["vllm", "serve", "m"], "vllm serve m", run.write_json)

@@ -1,4 +1,4 @@
-"""The commands shown are the commands run (tui.core.plan), argument for argument.
+"""The commands shown are the commands run (tui.core.plan.build), argument for argument.
 
 For every bundled profile and vLLM 0.29-0.33: run the product, then `--show-commands --vllm-version X --run-dir`
 the same run directory, and compare every command the run recorded (commands.json) with the shown one, in
@@ -23,8 +23,8 @@ import pytest
 
 from e2e_util import FAST_SIM, free_port
 
-from tui.core.arms import arms_of
-from tui.core.profile import bundled_profiles, load_profile
+from tui.core.plan.arms import arms_of
+from tui.core.profile.model import bundled_profiles, load_profile
 
 VERSIONS = ("0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
 SIMULATED = sorted(n for n in bundled_profiles() if load_profile(n).simulated)

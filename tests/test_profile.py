@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.core.profile import (
+from tui.core.profile.model import (
     ProfileError,
     bundled_profiles,
     load_profile,
@@ -318,7 +318,7 @@ def test_stand_in_makes_a_profile_simulated():
 
 
 def test_local_model_paths():
-    from tui.core.profile import is_local_model, local_model_keys
+    from tui.core.profile.model import is_local_model, local_model_keys
 
     for name in ("/models/x", "./x", "../x", "{cache_dir}/tiny/target", ".", ".."):
         assert is_local_model(name), name

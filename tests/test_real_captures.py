@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tui.core import metrics as mx
-from tui.core.benchparse import parse_result_json, parse_stdout_blocks
+from tui.core.bench import metrics as mx
+from tui.core.bench.benchparse import parse_result_json, parse_stdout_blocks
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "real_vllm_0.32"
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from e2e_util import demo_variant, load_report, run_cli
 from test_tune import tune_variant
-from tui.core.rundir import file_digest, result_file_problem
+from tui.core.store.rundir import file_digest, result_file_problem
 
 
 def _state(run_dir: Path) -> dict[str, Any]:

@@ -8,10 +8,10 @@ import socket
 import sys
 from pathlib import Path
 
-from tui.core.commands import Placeholders
+from tui.core.plan.commands import Placeholders
 from tui.core.events import CleanLog, Diagnosis, Fact
-from tui.core.profile import profile_from_dict
-from tui.core.rundir import RunDir
+from tui.core.profile.model import profile_from_dict
+from tui.core.store.rundir import RunDir
 from tui.core.steps.base import StepContext
 from tui.core.steps.server import ServerRun
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tui.core import metrics as mx
-from tui.core.benchparse import TqdmProgressParser, parse_result_json, parse_stdout_blocks
+from tui.core.bench import metrics as mx
+from tui.core.bench.benchparse import TqdmProgressParser, parse_result_json, parse_stdout_blocks
 from tui.sim.bench import BASE_PROMPT, BenchError, chat_template, request_completion, sample_sonnet
 from tui.sim.sonnet import sonnet_path
 from tui.sim.tokens import count_tokens

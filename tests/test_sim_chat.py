@@ -1,5 +1,5 @@
 """The simulator's /v1/chat/completions route, --per-request-spec-decode-metrics, route-dependent acceptance,
-the simulated bench's openai-chat backend, and the workload probe client (tui.core.workloads.probe), all
+the simulated bench's openai-chat backend, and the workload probe client (tui.core.plan.workloads.probe), all
 against real `python -m tui.sim serve` processes on ephemeral loopback ports (as vLLM 0.32)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from test_sim_serve import FAST, Sim, sse_events
-from tui.core import workloads as W
+from tui.core.plan import workloads as W
 
 MODEL = "m/chat-target"
 K = 2
@@ -272,7 +272,7 @@ def bench(url: str, args: list[str], tmp, version: str = "0.32.0") -> tuple[subp
 def test_bench_openai_chat_custom(spec, tmp_path, version):
     wl = W.resolve_workload("chat")
     jsonl = W.write_bench_jsonl(wl, tmp_path / wl.bench_jsonl)
-    from tui.core.profile import load_profile
+    from tui.core.profile.model import load_profile
 
     prof = load_profile("gpt-oss-120b-eagle3-trn2")
     ds = W.bench_dataset_args(wl, prof, str(jsonl), version)

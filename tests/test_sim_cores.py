@@ -19,8 +19,8 @@ import pytest
 
 from e2e_util import wait_for
 from test_sim_serve import ANSI, Sim, serve_args
-from tui.core.placement import core_facts, format_range
-from tui.core.sysinfo import parse_neuron_ls
+from tui.core.host.placement import core_facts, format_range
+from tui.core.host.sysinfo import parse_neuron_ls
 from tui.sim import cores
 from tui.sim.standin import build, start_holder, stop_holder
 

@@ -119,7 +119,7 @@ def test_help_screen(snap_compare):
 
 def test_planned_commands_from_the_first_screen(snap_compare):
     # The tutorial's profile: its commands hold no path of this machine (the demo's name the interpreter).
-    from tui.core.profile import load_profile
+    from tui.core.profile.model import load_profile
 
     app = make_app(load_profile("gpt-oss-120b-eagle3-trn2"))
 

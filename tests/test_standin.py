@@ -10,9 +10,9 @@ from typing import Any
 
 import psutil
 
-from tui.core.engine import Engine
+from tui.core.run.engine import Engine
 from tui.core.events import Notice, StepFinished
-from tui.core.profile import profile_from_dict
+from tui.core.profile.model import profile_from_dict
 
 PY = sys.executable
 

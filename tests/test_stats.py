@@ -1,4 +1,4 @@
-"""tui/core/stats.py: the math checked against hand-computed values and against scipy (a test-only dependency:
+"""tui/core/results/stats.py: the math checked against hand-computed values and against scipy (a test-only dependency:
 tui/ never imports it), including the crafted cases of issue 15 where the recommendation was wrong on its own
 numbers."""
 
@@ -11,7 +11,7 @@ import pytest
 from scipy import optimize, special
 from scipy import stats as sps
 
-from tui.core import stats as st
+from tui.core.results import stats as st
 
 from tune_reports import arm, bench, facts, tutorial_matrix
 

@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from tui.core.supervisor import ManagedProcess, group_alive, port_free
+from tui.core.proc.supervisor import ManagedProcess, group_alive, port_free
 
 
 def script(tmp_path, body: str) -> list[str]:
@@ -90,7 +90,7 @@ async def test_watchdog_kills_the_group_when_the_app_dies(tmp_path):
     app = script(tmp_path, """
         import asyncio, os, sys
         sys.path.insert(0, %r)
-        from tui.core.supervisor import ManagedProcess
+        from tui.core.proc.supervisor import ManagedProcess
         async def main():
             p = ManagedProcess([sys.executable, "-c",
                 "import subprocess,sys,time; subprocess.Popen([sys.executable,'-c','import time; time.sleep(600)']); "

@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tui.core.profile import load_profile
+from tui.core.profile.model import load_profile
 
 REPO = Path(__file__).resolve().parents[1]
 SAFETY_S = 60.0

@@ -21,7 +21,7 @@ import pytest
 
 from tui.app import SpecdecApp
 from tui.core import events as ev
-from tui.core.profile import load_profile
+from tui.core.profile.model import load_profile
 
 REPO = Path(__file__).resolve().parents[1]
 STEP_TIMEOUT_S = 120  # a safety net for a hung step, not a performance assertion
@@ -94,7 +94,7 @@ def run_children() -> list[psutil.Process]:
             cmd = p.cmdline()
         except psutil.Error:
             continue
-        if p.pid in platform or ("tui.core.watchdog" in cmd and cmd and cmd[-1].isdigit() and int(cmd[-1]) in platform):
+        if p.pid in platform or ("tui.core.proc.watchdog" in cmd and cmd and cmd[-1].isdigit() and int(cmd[-1]) in platform):
             continue
         out.append(p)
     return out

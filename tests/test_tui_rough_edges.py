@@ -6,7 +6,7 @@ import pytest
 from textual import events
 
 from tui.app import SpecdecApp
-from tui.core.profile import load_profile
+from tui.core.profile.model import load_profile
 
 from snapshot_apps import scenarios
 
@@ -145,7 +145,7 @@ async def test_help_screen_wraps_paragraphs_and_indents_wrapped_key_descriptions
 
 # -- a profile saved after a fix says it was edited -----------------------------------------------------------
 async def test_a_profile_saved_after_a_fix_does_not_keep_the_old_description(tmp_path, monkeypatch):
-    from tui.core.profile import load_profile as load
+    from tui.core.profile.model import load_profile as load
 
     monkeypatch.chdir(tmp_path)
     base = load("demo-tp8")
@@ -238,7 +238,7 @@ async def test_the_tune_results_table_is_whole_after_a_resize_and_back():
 async def test_compare_heads_two_runs_of_one_profile_apart(tmp_path):
     from screens.compare import CompareApp
     from snapshot_apps import tune
-    from tui.core.compare import load_run
+    from tui.core.results.compare import load_run
 
     a = load_run(tune.write_closed_run(tmp_path / "20260101-120000-demo"))
     b = load_run(tune.write_closed_run(tmp_path / "20260102-090000-demo"))
@@ -266,7 +266,7 @@ def test_headless_compare_of_a_tune_run_fits_120_columns_and_says_each_recommend
     from rich.console import Console
 
     from snapshot_apps import tune
-    from tui.core.compare import compare_columns, load_run, render_compare
+    from tui.core.results.compare import compare_columns, load_run, render_compare
 
     a = load_run(tune.write_closed_run(tmp_path / "20260101-120000-demo"))
     t = load_run(tune.write_closed_run(tmp_path / "20260101-130000-tune-demo", tune=True))

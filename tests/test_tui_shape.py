@@ -7,7 +7,7 @@ import asyncio
 
 from test_tui_app import STEP_TIMEOUT_S, children, fast_profile_file, isolated, running, text_of, wait  # noqa: F401
 from tui.app import SpecdecApp
-from tui.core.profile import load_profile
+from tui.core.profile.model import load_profile
 
 
 async def test_tp15_refused_by_the_checkpoints_step_then_checked_as_you_type(isolated):  # noqa: F811

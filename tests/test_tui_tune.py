@@ -13,7 +13,7 @@ import pytest
 
 from tui.app import CLOSED_RUN, SpecdecApp
 from tui.browse import OpenRunError, log_files, open_run
-from tui.core import arms
+from tui.core.plan import arms
 from tui.core import events as ev
 from tui.runplan import plan_for
 from tui.widgets.step_list import ALL_STEPS, TITLE_WIDTH, StepList
@@ -328,7 +328,7 @@ def test_open_flag_parsing(tmp_path):
 # -- 4. compare ----------------------------------------------------------------------------------------------
 async def test_compare_screen_shows_runs_side_by_side(tmp_path):
     from screens.compare import CompareApp, compare_table
-    from tui.core.compare import compare_columns, compare_rows
+    from tui.core.results.compare import compare_columns, compare_rows
 
     two = json.loads((tune.write_closed_run(tmp_path / "a") / "report.json").read_text())
     tuned = json.loads((tune.write_closed_run(tmp_path / "b", tune=True) / "report.json").read_text())
@@ -402,8 +402,8 @@ async def test_c_on_an_opened_run_shows_the_commands_it_ran_and_its_recorded_ver
     """After a run (here --open), `c` away from a server pane shows what ran (commands.json), not "planned"; without
     a record it plans with the vLLM version of the run's env.json, never "unknown, assuming < 0.32"."""
     from screens.modals import CommandScreen
-    from tui.core.rundir import RunDir
-    from tui.core import plan
+    from tui.core.store.rundir import RunDir
+    from tui.core.plan import build as plan
 
     d = tune.write_closed_run(tmp_path / "run")
     (d / "env.json").write_text(json.dumps({"stored": {"vllm_version": "0.32.0"}}))

@@ -9,8 +9,8 @@ from textual.app import App, ComposeResult
 
 from tui.app import SpecdecApp
 from tui.core import events as ev
-from tui.core.plan import show_commands_text
-from tui.core.profile import load_profile
+from tui.core.plan.build import show_commands_text
+from tui.core.profile.model import load_profile
 from tui.messages import LogsPending, ProgressPending
 from tui.widgets.log_view import LogPanel, LogView
 

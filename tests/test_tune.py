@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from e2e_util import FAST_SIM, free_port, load_report, run_cli
-from tui.core.engine import parse_steps
-from tui.core.profile import ProfileError, load_profile
+from tui.core.run.engine import parse_steps
+from tui.core.profile.model import ProfileError, load_profile
 
 TUNE_FAST = dict(FAST_SIM, **{"benchmark.num_prompts": 6, "benchmark.output_len": 32})
 

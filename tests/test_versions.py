@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tui.core import versions
-from tui.core.commands import dataset_mode
-from tui.core.workloads import serve_flags_for_per_request
+from tui.core.plan.commands import dataset_mode
+from tui.core.plan.workloads import serve_flags_for_per_request
 
 
 @pytest.mark.parametrize("text, rel", [
@@ -44,7 +44,7 @@ def test_at_least(text, minimum, want):
 
 
 def test_engine_and_simulator_share_it():
-    import tui.core.sysinfo as sysinfo
+    import tui.core.host.sysinfo as sysinfo
     import tui.sim.bench as sim_bench
     import tui.sim.serve as sim_serve
     import tui.sim.standin as standin

@@ -1,4 +1,4 @@
-"""tui/core/workloads.py without a server: workloads, the bundled chat conversations, the bench JSONL,
+"""tui/core/plan/workloads.py without a server: workloads, the bundled chat conversations, the bench JSONL,
 own-prompt validation, version-aware bench/serve flags, and the sim's acceptance calibration per k."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tui.core import commands, workloads as W
-from tui.core.profile import load_profile
+from tui.core.plan import commands, workloads as W
+from tui.core.profile.model import load_profile
 from tui.sim import model
 
 PROFILE = "gpt-oss-120b-eagle3-trn2"
@@ -209,8 +209,8 @@ def test_sim_chat_acceptance_default_is_higher():
 
 
 def test_planned_bench_argv_for_show_commands(prof):
-    from tui.core import plan
-    from tui.core.commands import Placeholders
+    from tui.core.plan import build as plan
+    from tui.core.plan.commands import Placeholders
 
     ph = Placeholders(run_dir="RUN")
     chat = plan.planned_workload(prof, "chat", ph)

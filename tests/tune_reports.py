@@ -1,12 +1,12 @@
 """Builders of realistic bench facts, arm facts and report.json dicts for the stats / gates / compare tests
-(shapes as in tui/core/steps/bench.py bench_facts and tui/core/stats.py)."""
+(shapes as in tui/core/steps/bench.py bench_facts and tui/core/results/stats.py)."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from tui.core import stats
+from tui.core.results import stats
 
 
 def bench(tput: float, tpot: float = 10.0, ttft: float = 60.0, acc: float | None = None,

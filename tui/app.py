@@ -44,8 +44,8 @@ from screens.matrix import MatrixPane
 from screens.results import ResultsBase, ResultsPane, export_paths
 
 from .core import events as ev
-from .core.engine import EXIT_INTERRUPTED, Engine
-from .core.profile import Profile, ProfileError
+from .core.run.engine import EXIT_INTERRUPTED, Engine
+from .core.profile.model import Profile, ProfileError
 from .messages import EngineEvent, LogsPending, ProgressPending, StepSelected
 from .runplan import StepPlan, plan_for
 from .widgets.common import env_frozen, shorten_path
@@ -109,7 +109,7 @@ class SpecdecApp(App[int]):
         self.profile = profile
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self._steps_arg = list(steps) if steps else None
-        # The steps shown, one pane each: the run's steps of the profile (tui.core.arms.run_steps).
+        # The steps shown, one pane each: the run's steps of the profile (tui.core.plan.arms.run_steps).
         self.plan: StepPlan = browse.plan if browse is not None else plan_for(profile, self._steps_arg)
         self.requested_steps = list(self.plan.requested)
         self.handle_signals = handle_signals
@@ -715,8 +715,8 @@ class SpecdecApp(App[int]):
     def action_show_command(self) -> None:
         """The exact commands: a launched server's own; after the run (or on --open) every command the run
         launched, read from the run directory (commands.json); else what the profile will run (the text of
-        --show-commands, tui.core.plan), from the first screen on."""
-        from .core.plan import recorded_text, recorded_vllm_version, show_commands_text
+        --show-commands, tui.core.plan.build), from the first screen on."""
+        from .core.plan.build import recorded_text, recorded_vllm_version, show_commands_text
 
         lp = self._launch_pane()
         if lp is not None and lp.command_text:
@@ -781,7 +781,7 @@ class SpecdecApp(App[int]):
             return False
         self.profile = prof
         if self.run_dir is None:
-            from .core.rundir import default_run_dir
+            from .core.store.rundir import default_run_dir
 
             self.run_dir = default_run_dir(prof.name)
         self.engine = Engine(prof, self.run_dir, self.sink, steps=self.requested_steps)

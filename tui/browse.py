@@ -18,7 +18,7 @@ from typing import Any
 
 from .core import events as ev
 from .core.events import STEP_TITLES
-from .core.profile import Profile, ProfileError, load_profile
+from .core.profile.model import Profile, ProfileError, load_profile
 from .runplan import PROFILE_STEP, StepPlan, plan_for
 
 REPORT_SCHEMA_PREFIX = "specdec-tui/report/"
@@ -97,8 +97,8 @@ def open_run(path: str | Path) -> ClosedRun:
     if not isinstance(schema, str) or not schema.startswith(REPORT_SCHEMA_PREFIX):
         raise OpenRunError(f"--open {raw}: report.json is not a specdec-tui report (schema {schema!r}, expected "
                            f"{REPORT_SCHEMA_PREFIX}1). Give the directory of a specdec-tui run.")
-    from .core.rundir import state_problem
-    from .core.schema import report_problem
+    from .core.store.rundir import state_problem
+    from .core.store.schema import report_problem
 
     problem = report_problem(report)
     if problem:
@@ -194,7 +194,7 @@ def make_log_loader(max_lines: int, speculative_steps: set[str], platform: str |
     def load(path: Path, lv: Any) -> None:
         lines = read_tail(path, max_lines)
         if path.name.endswith(".serve.log"):
-            from .core.logwatch import ServeLogWatcher
+            from .core.serverlog.logwatch import ServeLogWatcher
 
             sid = path.name[: -len(".serve.log")]
             raw: list[str] = []
@@ -340,7 +340,7 @@ def _results_events(run: ClosedRun) -> list[ev.Event]:
         return out
     runs = rep.get("runs") or {}
     if runs:
-        from .core.report import comparison_rows
+        from .core.results.report import comparison_rows
 
         try:
             rows = comparison_rows({"runs": runs})

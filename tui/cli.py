@@ -6,7 +6,7 @@ could be written there yet (the run never started, like a bad --run-dir), 1 when
 ran. A reused run directory whose state.json is damaged, belongs to another profile or is in use: 2, and
 it is left as it is.
 
-`specdec-tui compare RUN_DIR RUN_DIR… [--json]`: saved runs side by side (tui/core/compare.py); 0 printed,
+`specdec-tui compare RUN_DIR RUN_DIR… [--json]`: saved runs side by side (tui/core/results/compare.py); 0 printed,
 2 a run directory without a readable specdec-tui report.json (or a usage error).
 """
 
@@ -20,15 +20,14 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .core.engine import EXIT_INTERRUPTED, EXIT_USAGE, Engine, parse_steps, run_engine_blocking
+from .core.run.engine import EXIT_INTERRUPTED, EXIT_USAGE, Engine, parse_steps, run_engine_blocking
 from .core.events import STEP_IDS
-from .core.profile import ProfileError, bundled_profiles, load_profile, with_absolute_paths
-from .core.rundir import (
+from .core.profile.model import ProfileError, bundled_profiles, load_profile, with_absolute_paths
+from .core.run.reuse import check_reuse
+from .core.secrets import add_secrets_from_env, redact
+from .core.store.rundir import (
     RunDirStateError,
-    add_secrets_from_env,
-    check_reuse,
     default_run_dir,
-    redact,
     unwritable_error,
 )
 
@@ -112,11 +111,11 @@ def _vllm_version_problem(given: str) -> str | None:
 
 def _show_commands(profile, args: argparse.Namespace) -> int:
     """--show-commands: the commands for the given (--vllm-version), detected or unknown vLLM version."""
-    from .core.commands import Placeholders
-    from .core.plan import show_commands_text
-    from .core.probe import find_server_interpreter, probe_vllm_version, server_launch_env
+    from .core.plan.commands import Placeholders
+    from .core.plan.build import show_commands_text
+    from .core.host.interpreter import find_server_interpreter, probe_vllm_version, server_launch_env
 
-    # the run directory as a run would use it (absolute: tui.core.engine resolves it once)
+    # the run directory as a run would use it (absolute: tui.core.run.engine resolves it once)
     run_dir = os.path.abspath(args.run_dir) if args.run_dir else "./specdec-runs/<run>"
     ph = Placeholders(run_dir=run_dir)
     environ = dict(os.environ)
@@ -199,7 +198,7 @@ def build_compare_parser() -> argparse.ArgumentParser:
 
 
 def _compare_main(argv: list[str]) -> int:
-    from .core.compare import CompareError, compare_columns, compare_json, load_run, render_compare
+    from .core.results.compare import CompareError, compare_columns, compare_json, load_run, render_compare
 
     try:
         args = build_compare_parser().parse_args(argv)
@@ -287,7 +286,7 @@ def _main(argv: list[str] | None) -> int:
         except ValueError as exc:
             return _fail_usage(str(exc))
 
-    from .core import gates
+    from .core.results import gates
 
     try:
         expectations = gates.parse_all(args.expect)

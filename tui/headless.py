@@ -23,7 +23,7 @@ from rich.progress import (
 from rich.table import Table
 
 from .core import events as ev
-from .core.rundir import redact_event
+from .core.secrets import redact_event
 
 _FACT_ICON = {"pass": "[green]✓[/]", "warn": "[yellow]![/]", "fail": "[red]✗[/]", "info": "[blue]·[/]"}
 _STATUS_STYLE = {"passed": "green", "warned": "yellow", "failed": "red", "skipped": "dim",
@@ -212,7 +212,7 @@ class HeadlessRenderer:
 
     def _on_matrix(self, e: ev.MatrixTable) -> None:
         """A tune run: per workload, the recommendation first, then arms × metrics (stats.matrix_rows)."""
-        from .core.stats import matrix_columns, matrix_rows
+        from .core.results.stats import matrix_columns, matrix_rows
 
         m = e.matrix
         width = self.console.width

@@ -1,4 +1,4 @@
-"""What the front end shows for a profile: its steps (`tui.core.arms.run_steps`), the sidebar label and the pane
+"""What the front end shows for a profile: its steps (`tui.core.plan.arms.run_steps`), the sidebar label and the pane
 title of each, which of them are server (launch) steps, and which are requested.
 
 A two-arm profile gives exactly the tutorial's steps and titles; a profile with a [tune] table gives one server
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .core import arms
+from .core.plan import arms
 from .core.events import STEP_IDS
-from .core.profile import Profile
+from .core.profile.model import Profile
 
 PROFILE_STEP = "profile"
 TITLE_WIDTH = 15  # the step list's label column (tui/widgets/step_list.py); this module stays free of Textual

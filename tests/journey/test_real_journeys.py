@@ -126,7 +126,7 @@ def test_cpu_acceptance_from_metrics_equals_the_bench_block(cpu_run):
     assert len(e["per_position_acceptance"]) == 1
     ids = {d["id"] for d in rep["diagnostics"]}
     assert "acceptance-near-zero" not in ids and "acceptance-disagreement" not in ids
-    from tui.core.benchparse import parse_stdout_blocks
+    from tui.core.bench.benchparse import parse_stdout_blocks
 
     log = (run_dir / "eagle3.bench.log").read_text()
     # The engine tees every line with an "HH:MM:SS.mmm " prefix; the block is what the bench printed.

@@ -1,4 +1,4 @@
-"""Benchmark of tui.core.logparse.LogPipeline (not a test; pytest does not collect it).
+"""Benchmark of tui.core.serverlog.logparse.LogPipeline (not a test; pytest does not collect it).
 
 Run from the repository root:
     python tests/perf/bench_log_pipeline.py [--lines 1000000] [--keep]
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tui.core.logparse import LogPipeline  # noqa: E402
+from tui.core.serverlog.logparse import LogPipeline  # noqa: E402
 
 ESC = "\x1b"
 TP = 16

@@ -76,7 +76,7 @@ async def _flood(app, rate: float, seconds: float, pipeline: bool, stats: dict,
     feeds = []
     for step in steps:
         if pipeline:
-            from tui.core.logwatch import ServeLogWatcher
+            from tui.core.serverlog.logwatch import ServeLogWatcher
 
             feeds.append(ServeLogWatcher(app.sink, step, speculative=step != "baseline", verbose_lines=True).on_line)
         else:
@@ -111,13 +111,13 @@ def child(args: argparse.Namespace) -> None:
     from screens.profile import ProfilePane
     from tui.app import SpecdecApp
     from tui.core import events as ev
-    from tui.core.profile import load_profile
+    from tui.core.profile.model import load_profile
 
     stats: dict = {}
     servers = int(args.servers)
     profile = load_profile("tune-demo" if servers > 1 else "demo")
     app = SpecdecApp(profile, Path(args.tmp) / "run")
-    from tui.core.arms import arms_of
+    from tui.core.plan.arms import arms_of
 
     steps = tuple(a.id for a in arms_of(profile))[:servers] if servers > 1 else ("baseline",)
 

@@ -30,7 +30,7 @@ def free_port() -> int:
 async def shoot(size: tuple[int, int], time_scale: float) -> None:
     from tui.app import SpecdecApp
     from tui.core import events as ev
-    from tui.core.profile import load_profile
+    from tui.core.profile.model import load_profile
 
     prof = load_profile("demo").with_values({"simulation.time_scale": time_scale, "server.port": free_port()})
     app = SpecdecApp(prof, Path("specdec-runs") / "demo")

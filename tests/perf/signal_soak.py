@@ -21,9 +21,9 @@ After the app has exited (or been killed after --exit-timeout), it waits for the
 (--grace: the watchdog takes the server down after a SIGKILL) and counts, per kind:
 
   leftover   processes still alive that carry the trial's marker variable (servers, bench, watchdogs)
-  state_bad  state.json missing, not strict JSON, or not a valid state (tui.core.rundir.read_state, which
-             checks the saved facts against tui/core/schema.py too)
-  report_bad report.json present but not strict JSON or not of the report's shape (tui.core.schema; a missing
+  state_bad  state.json missing, not strict JSON, or not a valid state (tui.core.store.rundir.read_state, which
+             checks the saved facts against tui/core/store/schema.py too)
+  report_bad report.json present but not strict JSON or not of the report's shape (tui.core.store.schema; a missing
              report is expected after SIGKILL; counted apart as report_missing)
   fake_result a file under a result's name (baseline.json, eagle3-k1.sonnet.r1.json …) that is not a bench
              result: an interrupted bench must leave its output as *.partial (counted apart as partial)
@@ -60,8 +60,8 @@ sys.path.insert(0, str(REPO))
 import psutil  # noqa: E402
 
 from e2e_util import FAST_SIM, child_env, demo_variant, free_port, port_is_free  # noqa: E402
-from tui.core.rundir import RunDirStateError, read_state  # noqa: E402
-from tui.core.schema import report_problem, result_problem  # noqa: E402
+from tui.core.store.rundir import RunDirStateError, read_state  # noqa: E402
+from tui.core.store.schema import report_problem, result_problem  # noqa: E402
 
 MARK_VAR = "SPECDEC_SOAK_MARK"
 KINDS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGKILL", "pty-close")
@@ -73,7 +73,7 @@ def make_profile(shape: str, work: Path) -> Path:
     """The trial's profile: the demo (two-arm) or a small tune run (baseline + k = 1, 2, one repeat on sonnet)."""
     if shape == "two-arm":
         return demo_variant(work, "soak")
-    from tui.core.profile import load_profile
+    from tui.core.profile.model import load_profile
 
     values = dict(FAST_SIM, **{"benchmark.num_prompts": 6, "benchmark.output_len": 32, "server.port": free_port(),
                                "name": "soak-tune", "tune.num_speculative_tokens": [1, 2], "tune.repeats": 1,
@@ -123,7 +123,7 @@ def run_trial(kind: str | None, delay: float, work: Path, exit_timeout: float, g
               shape: str = "two-arm") -> dict:
     work.mkdir(parents=True, exist_ok=True)
     prof = make_profile(shape, work)
-    from tui.core.profile import load_profile
+    from tui.core.profile.model import load_profile
 
     port = load_profile(str(prof)).server.port
     run_dir = work / "run"

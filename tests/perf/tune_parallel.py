@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 from e2e_util import free_port  # noqa: E402
 
-from tui.core.profile import load_profile  # noqa: E402
+from tui.core.profile.model import load_profile  # noqa: E402
 
 
 def run(tmp: Path, parallel: bool, args: argparse.Namespace) -> tuple[float, dict]:

@@ -69,7 +69,7 @@ def step_statuses(rep: dict) -> dict[str, str]:
 
 async def test_pilot_drives_one_real_launch(real_vllm, tmp_path, monkeypatch):
     from tui.app import SpecdecApp
-    from tui.core.profile import load_profile
+    from tui.core.profile.model import load_profile
 
     port = free_port()
     prof = cpu_profile(tmp_path, port)

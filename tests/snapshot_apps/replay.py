@@ -19,7 +19,7 @@ def accept_profile(app) -> None:
 
 
 def attach_engine(app) -> None:
-    from tui.core.engine import Engine
+    from tui.core.run.engine import Engine
 
     if app.engine is None:
         app.engine = Engine(app.profile, app.run_dir, app.sink, steps=app.requested_steps)

@@ -7,11 +7,11 @@ in any state without running anything: a full demo run, a run stopped mid-launch
 
 from __future__ import annotations
 
-from tui.core import diagnostics as dg
+from tui.core.serverlog import diagnostics as dg
 from tui.core import events as ev
-from tui.core.commands import Placeholders, bench_argv, format_command, serve_argv, serve_env
-from tui.core.profile import Profile, load_profile
-from tui.core.report import comparison, comparison_rows
+from tui.core.plan.commands import Placeholders, bench_argv, format_command, serve_argv, serve_env
+from tui.core.profile.model import Profile, load_profile
+from tui.core.results.report import comparison, comparison_rows
 
 RUN_DIR = "specdec-runs/20260101-120000-demo"
 PH = Placeholders(python="python", sim_hub="http://127.0.0.1:8765", cache_dir="~/.cache/specdec-tui",

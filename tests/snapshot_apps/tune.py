@@ -1,5 +1,5 @@
 """Deterministic synthetic events of a tune run (baseline + EAGLE3 k = 1, 2, 3 × 3 repeats, sonnet and chat) and
-matrix dicts as tui/core/stats.py (build_matrix) shapes them, for snapshot and Pilot tests; and
+matrix dicts as tui/core/results/stats.py (build_matrix) shapes them, for snapshot and Pilot tests; and
 a finished run directory written from the same numbers, for `--open`.
 
 The numbers follow the tutorial's calibration: on sonnet k = 1 wins and its interval overlaps k = 2's (the
@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tui.core import arms
+from tui.core.plan import arms
 from tui.core import events as ev
-from tui.core.profile import Profile, load_profile
+from tui.core.profile.model import Profile, load_profile
 
 from . import scenarios
 
@@ -167,7 +167,7 @@ def results_events(matrix: dict[str, Any]) -> list[ev.Event]:
     summary = "; ".join(f"{w}: {r['text']}" for w, r in recs.items())
     out: list[ev.Event] = [ev.StepStarted("results", "Results", ts=0.0), ev.MatrixTable("results", matrix)]
     if stop:
-        from tui.core import diagnostics as dg
+        from tui.core.serverlog import diagnostics as dg
 
         out.append(dg.make("acceptance-low", "results", ["acceptance rate 24.1% at k=1 (sonnet)"], severity="warning"))
     out.append(ev.StepFinished("results", "failed" if stop else "passed", 0.1, summary, ts=0.0))
@@ -269,7 +269,7 @@ def write_closed_run(root: Path, *, tune: bool = False, matrix: dict[str, Any] |
              "requested_steps": steps, "started": 0, "owner": {"pid": 1, "started": 0, "host": "elsewhere"},
              "steps": state_steps}
     runs = {"baseline": scenarios.BASE_RUN, "eagle3": scenarios.EAGLE_RUN}
-    from tui.core.report import comparison
+    from tui.core.results.report import comparison
 
     report: dict[str, Any] = {
         "schema": "specdec-tui/report/1", "profile": profile.name, "simulated": True, "exit_code": 0,

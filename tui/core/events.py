@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Protocol
 
 FactStatus = Literal["pass", "warn", "fail", "info"]
 Severity = Literal["error", "warning", "info"]
@@ -210,7 +210,7 @@ class ComparisonTable(Event):
 @dataclass(frozen=True)
 class MatrixTable(Event):
     """A tune run's results: every arm on every workload (report.json's `matrix`: arms, cells with intervals,
-    the recommendation per workload, the baseline noise floor). See tui/core/stats.py for its shape."""
+    the recommendation per workload, the baseline noise floor). See tui/core/results/stats.py for its shape."""
 
     matrix: dict[str, Any]
 
@@ -233,3 +233,12 @@ class Snippet(Event):
 
 
 Sink = Callable[[Event], None]
+
+
+class FactRecording(Protocol):
+    """What a host check needs to record facts (tui.core.steps.base.FactRecorder is the one implementation);
+    a Protocol here so the host floor does not import the steps above it."""
+
+    def add(self, name: str, value: Any, status: FactStatus, detail: str = "", remedy: str = "") -> Fact: ...
+
+    def notice(self, level: str, text: str) -> None: ...

@@ -423,7 +423,7 @@ async def fetch_spec_metrics(client: httpx.AsyncClient, base_url: str,
 
 
 # This stand-in for `vllm bench serve` computes its Speculative Decoding block on its own, the way vLLM's
-# line-based parser does, on purpose: the engine cross-checks it against tui.core.metrics (prometheus_client's
+# line-based parser does, on purpose: the engine cross-checks it against tui.core.bench.metrics (prometheus_client's
 # parser), so sharing that code would make the agreement check test nothing.
 def spec_stats(before: _SpecSnapshot | None, after: _SpecSnapshot | None) -> dict[str, Any] | None:
     if before is None or after is None:

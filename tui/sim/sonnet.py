@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from tui.core.commands import BUNDLED_SONNET_SHA256, bundled_data_dir
+from tui.core.plan.commands import BUNDLED_SONNET_SHA256, bundled_data_dir
 
 SONNET_SHA256 = BUNDLED_SONNET_SHA256
 SONNET_SIZE = 22706  # bytes; 518 lines by readlines(), no trailing newline

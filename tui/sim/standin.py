@@ -358,7 +358,7 @@ def prewarm_hf_cache(hub_cache: Path, repos: dict[str, Any]) -> None:
 
 
 def _load_simulation(path: str) -> dict[str, Any]:
-    from tui.core.profile import ProfileError, load_profile
+    from tui.core.profile.model import ProfileError, load_profile
 
     try:
         prof = load_profile(path)

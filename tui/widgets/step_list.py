@@ -1,6 +1,6 @@
 """The step list on the left: one row per step with a status icon and the elapsed time.
 
-The steps are the run's (`tui.core.arms.run_steps`): the tutorial's six for a two-arm profile, one row per
+The steps are the run's (`tui.core.plan.arms.run_steps`): the tutorial's six for a two-arm profile, one row per
 arm for a tune profile. `set_steps` replaces them (another profile chosen before the run starts)."""
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.widgets import Checkbox, Label
 
-from ..core.arms import is_tune, repeats_of, workloads_of
-from ..core.profile import Profile, profile_from_dict
+from ..core.plan.arms import is_tune, repeats_of, workloads_of
+from ..core.profile.model import Profile, profile_from_dict
 
 SWEEP_DEFAULTS = {"tune.num_speculative_tokens": [1, 2, 3], "tune.repeats": 3, "tune.workloads": ["sonnet"]}
 

@@ -12,10 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..arms import arm_by_id, arm_profile, fingerprint, repeats_of, result_name, workloads_of
-from ..events import ArmProgress, Notice
-from .base import StepContext, StepResult
-from .server import ServerRun
+from tui.core.plan.arms import arm_by_id, arm_profile, arms_of, fingerprint, repeats_of, result_name, workloads_of
+from tui.core.events import ArmProgress, Diagnosis, Fact, Notice
+from tui.core.steps.base import StepContext, StepResult
+from tui.core.steps.server import ServerRun
+from tui.core.plan.workloads import WorkloadError, bench_rows, probe, probe_file_record, probe_inputs, resolve_workload
+from tui.core.host.placement import (PlacementError, arm_ports, capacity_check, core_facts, estimate_ram_per_server_gib,
+                                     format_range, root_comm_port)
+from tui.core.steps.bench import prepare_bench_dataset, run_benchmark, vllm_version
+from tui.core.proc.supervisor import port_free
+from tui.core.store.rundir import result_file_problem
 
 
 SONNET_BASE_PROMPT = "Pick as many lines as you can from these poem lines:\n"
@@ -25,8 +31,6 @@ SONNET_PROBE_LINES = 15
 async def _prepare_workload(ctx: StepContext, sr: ServerRun, name: str) -> tuple[Any, str] | None:
     """(Workload, the bench's --dataset-path) for `name`; chat / own get their custom JSONL written into the run
     directory. None after a failed fact."""
-    from ..workloads import WorkloadError, bench_rows, resolve_workload
-
     t = ctx.profile.data.get("tune") or {}
     try:
         w = resolve_workload(name, ctx.ph.resolve(t.get("prompts_file") or ""), sr.dataset_path)
@@ -82,8 +86,6 @@ async def _probe(ctx: StepContext, sr: ServerRun, w: Any, dataset_path: str) -> 
     texts (the per-prompt lossless check) and per-request spec-decode metrics (where the server sends them)."""
     import httpx
 
-    from ..workloads import probe, probe_file_record, probe_inputs
-
     n = int((ctx.profile.data.get("tune") or {}).get("probe_prompts") or 0)
     if n <= 0:
         return None
@@ -127,8 +129,6 @@ class LaunchPool:
     def _launch_next(self) -> None:
         import asyncio
 
-        from ..placement import format_range
-
         while self.free and self.pending:
             arm = self.pending.pop(0)
             slot = self.free.pop(0)
@@ -141,16 +141,12 @@ class LaunchPool:
             self.launched[arm.id] = (sr, task, held, slot)
 
     def _server(self, arm: Any, cores: tuple[int, ...], port: int, held: list[Any] | None) -> ServerRun:
-        from ..placement import format_range
-
         prof = arm_profile(self.ctx.profile, arm)
         env = dict(prof.data["server"]["env"], NEURON_VISIBLE_DEVICES=format_range(cores))
         prof = prof.with_values({"server.port": port, "server.env": env})
         ctx = self.ctx
         if held is not None:  # an early launch: facts and diagnoses wait for the arm's step (take())
             import dataclasses
-
-            from ..events import Diagnosis, Fact
 
             main_emit = self.ctx.emit
 
@@ -166,11 +162,9 @@ class LaunchPool:
         return sr
 
     async def _start(self, sr: ServerRun) -> bool:
-        from .bench import vllm_version
-
         if self.version is None:
             self.version = await vllm_version(self.ctx)
-        sr.vllm_version = self.version  # the plan's serve argv for this version (tui.core.plan.serve_argv)
+        sr.vllm_version = self.version  # the plan's serve argv for this version (tui.core.plan.build.serve_argv)
         return await sr.launch() and await sr.wait_ready()
 
     async def take(self, arm: Any) -> tuple[ServerRun, bool]:
@@ -230,9 +224,6 @@ def _pool(ctx: StepContext, arm: Any) -> LaunchPool | None:
         return None
     if "pool" in ctx.runtime:
         return ctx.runtime["pool"]
-    from ..arms import arms_of
-    from ..placement import PlacementError, arm_ports, capacity_check, core_facts, root_comm_port
-    from ..supervisor import port_free
 
     ctx.runtime["pool"] = None
     s = ctx.profile.server
@@ -248,7 +239,6 @@ def _pool(ctx: StepContext, arm: Any) -> LaunchPool | None:
     tp, pp = int(s.tensor_parallel_size), int(s.get("pipeline_parallel_size", 1))
     avail = (ctx.shared.get("env") or {}).get("host_ram_available")
     ram_free = avail / (1 << 30) if isinstance(avail, (int, float)) else None
-    from ..placement import estimate_ram_per_server_gib
 
     per_server = estimate_ram_per_server_gib((ctx.shared.get("env") or {}).get("weights_bytes"))
     n, reasons = capacity_check(len(arms), tp, facts, ram_free, per_server, pp=pp)
@@ -275,8 +265,6 @@ def _pool(ctx: StepContext, arm: Any) -> LaunchPool | None:
 
 
 async def run(ctx: StepContext, sid: str) -> StepResult:
-    from .bench import prepare_bench_dataset, vllm_version
-
     arm = arm_by_id(ctx.profile, sid)
     if arm is None:  # the engine only runs the profile's own steps
         return StepResult("failed", f"{sid} is not an arm of profile {ctx.profile.name}")
@@ -306,8 +294,6 @@ async def run(ctx: StepContext, sid: str) -> StepResult:
 def _kept_repeat(ctx: StepContext, sr: ServerRun, workload: str, r: int) -> dict[str, Any] | None:
     """A continued run (the engine's ctx.runtime["resume"]): this repeat's numbers from the earlier run, when its
     result file is still there as state.json recorded it (sha256 and size); None: benchmark it now."""
-    from ..rundir import result_file_problem
-
     earlier = (ctx.runtime.get("resume") or {}).get(sr.step) or {}
     if earlier.get("fingerprint") != sr.result_facts.get("fingerprint"):
         return None  # the arm's settings changed since (a retry with corrected settings)
@@ -323,8 +309,6 @@ def _kept_repeat(ctx: StepContext, sr: ServerRun, workload: str, r: int) -> dict
 
 async def _serve_arm(ctx: StepContext, sid: str, arm: Any, sr: ServerRun, workloads: list[tuple[Any, str]],
                      launched: bool) -> StepResult:
-    from .bench import run_benchmark
-
     repeats = repeats_of(ctx.profile)
     names = tuple(w.name for w, _ in workloads)
     sr.result_facts["arm"] = arm.as_dict()

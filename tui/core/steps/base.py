@@ -11,10 +11,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..commands import Placeholders
-from ..events import Diagnosis, Fact, FactStatus, Notice, Sink, StepStatus
-from ..profile import Profile
-from ..rundir import RunDir
+from tui.core.plan.commands import Placeholders
+from tui.core.events import Diagnosis, Fact, FactStatus, Notice, Sink, StepStatus
+from tui.core.profile.model import Profile
+from tui.core.store.rundir import RunDir
 
 
 @dataclass

@@ -24,15 +24,19 @@ from typing import Any
 
 import httpx
 
-from .. import diagnostics as dg
-from .. import metrics as mx
-from ..benchparse import (BenchParseError, BenchResult, TqdmProgressParser, first_request_error, parse_result_json,
+from tui.core.serverlog import diagnostics as dg
+from tui.core.bench import metrics as mx
+from tui.core.bench.benchparse import (BenchParseError, BenchResult, TqdmProgressParser, first_request_error, parse_result_json,
                           parse_stdout_blocks)
-from .. import plan
-from ..commands import CUSTOM_JSONL, DATASET_MODE_LABELS, dataset_mode, format_command
-from ..events import Artifact, Command, Notice, Progress
-from ..supervisor import ManagedProcess
-from .base import FactRecorder, StepContext
+from tui.core.plan import build as plan
+from tui.core.plan.commands import CUSTOM_JSONL, DATASET_MODE_LABELS, dataset_mode, format_command
+from tui.core.events import Artifact, Command, Notice, Progress
+from tui.core.proc.child import wait_child
+from tui.core.proc.supervisor import ManagedProcess
+from tui.core.steps.base import FactRecorder, StepContext
+from tui.core.host.interpreter import find_server_interpreter, probe_vllm_version, server_launch_env
+from tui.core.steps import dataset as dataset_step
+from tui.core.store.rundir import atomic_write_json, file_digest
 
 METRICS_POLL_S = 2.0
 
@@ -44,7 +48,6 @@ async def vllm_version(ctx: StepContext) -> str | None:
     env = ctx.shared.get("env") or {}
     if env.get("vllm_version"):
         return str(env["vllm_version"])
-    from ..probe import probe_vllm_version
 
     try:
         return await asyncio.to_thread(probe_vllm_version, ctx.profile, ctx.ph, ctx.environ)
@@ -64,7 +67,6 @@ async def ensure_dataset(ctx: StepContext, facts: FactRecorder) -> str | None:
     ds = ctx.shared.get("dataset") or {}
     if ds.get("path") and Path(ds["path"]).is_file():
         return str(ds["path"])
-    from . import dataset as dataset_step
 
     ctx.emit(Notice(facts.step, "info", "the dataset is not prepared in this run directory: fetching it first"))
     res = await dataset_step.run(ctx)
@@ -78,8 +80,6 @@ async def ensure_dataset(ctx: StepContext, facts: FactRecorder) -> str | None:
 def _vllm_python(ctx: StepContext) -> tuple[list[str] | None, str]:
     """(argv prefix of the interpreter that owns the profile's `vllm`, error): the env step's finding, else
     a fresh look at server.command[0]."""
-    from ..probe import find_server_interpreter, server_launch_env
-
     env = ctx.shared.get("env") or {}
     if env.get("vllm_python"):
         return [str(env["vllm_python"])], ""
@@ -101,8 +101,6 @@ def _sha256(path: Path) -> str:
 async def ensure_custom_jsonl(ctx: StepContext, facts: FactRecorder, sonnet_path: str) -> str | None:
     """vLLM >= 0.32: `<run>/sonnet.custom.jsonl`, the sonnet prompts built by tui/tools/sonnet_custom.py in the
     vLLM interpreter (once per run: reused while its inputs are unchanged). None after a failed fact."""
-    from ..probe import server_launch_env
-
     step = facts.step
     env_facts = ctx.shared.get("env") or {}
     python, err = _vllm_python(ctx)
@@ -149,11 +147,7 @@ async def ensure_custom_jsonl(ctx: StepContext, facts: FactRecorder, sonnet_path
         facts.add("bench dataset", "cannot start the builder", "fail", str(exc), "check server.command in the profile")
         return None
     ctx.cleanups.append(proc)
-    waiter = asyncio.ensure_future(proc.wait())
-    done, _ = await asyncio.wait({waiter}, timeout=BUILD_TIMEOUT_S)  # a cancellation: the engine stops it
-    rc = waiter.result() if done else None
-    if not done:
-        waiter.cancel()
+    rc, _ = await wait_child(proc, BUILD_TIMEOUT_S)  # a cancellation: the engine stops it
     await proc.stop(grace_s=1)
     ctx.forget(proc)
     summary: dict | None = None
@@ -178,8 +172,6 @@ async def ensure_custom_jsonl(ctx: StepContext, facts: FactRecorder, sonnet_path
         facts.add("bench dataset", "building the custom JSONL failed", "fail", detail, remedy)
         return None
     try:
-        from ..rundir import atomic_write_json
-
         atomic_write_json(meta_file, {"key": key, "summary": summary})
     except (OSError, TypeError, ValueError):
         pass
@@ -297,7 +289,7 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     the parsed numbers to sr.result_facts["bench"]; returns them (None when the bench gave no result).
 
     A tune run's arm calls it once per workload and repeat: `result_name` is the repeat's result file,
-    `workload` a tui.core.workloads.Workload (None: the tutorial's sonnet) and `label` ("sonnet r2") makes the
+    `workload` a tui.core.plan.workloads.Workload (None: the tutorial's sonnet) and `label` ("sonnet r2") makes the
     facts one compact line per repeat."""
     step = sr.step
     facts: FactRecorder = sr.facts
@@ -339,26 +331,19 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
             return None
         ctx.cleanups.append(proc)
         ctx.emit(Progress(step, "requests", 0, total, "req", None, None, "vllm bench serve"))
-        waiter = asyncio.ensure_future(proc.wait())
-        deadline = t0 + float(prof.benchmark.timeout_s)
-        timed_out = False
+
+        async def tokens_so_far() -> None:  # tokens generated so far (real, from the server's own counter)
+            _, srv = await _scrape_spec(client, sr.url)
+            if srv is not None and before_srv is not None:
+                gen = srv.generation_tokens - before_srv.generation_tokens
+                rate = tok_rate.add(time.monotonic(), gen)  # from the first token, over a recent window
+                ctx.emit(Progress(step, "tokens", gen, out_tokens_target, "tok", rate,
+                                  None, "generated tokens"))
+
         try:
-            while True:
-                done, _ = await asyncio.wait({waiter}, timeout=METRICS_POLL_S)
-                if done:
-                    break
-                if time.monotonic() > deadline:
-                    timed_out = True
-                    break
-                # Tokens generated so far (real, from the server's own counter).
-                _, srv = await _scrape_spec(client, sr.url)
-                if srv is not None and before_srv is not None:
-                    gen = srv.generation_tokens - before_srv.generation_tokens
-                    rate = tok_rate.add(time.monotonic(), gen)  # from the first token, over a recent window
-                    ctx.emit(Progress(step, "tokens", gen, out_tokens_target, "tok", rate,
-                                      None, "generated tokens"))
+            rc, timed_out = await wait_child(proc, float(prof.benchmark.timeout_s), started_at=t0,
+                                             every_s=METRICS_POLL_S, on_every=tokens_so_far)
         except asyncio.CancelledError:
-            waiter.cancel()
             try:  # the bench goes first, so that nothing it writes while stopping lands under the result's name
                 await asyncio.shield(proc.stop(grace_s=2))
                 ctx.forget(proc)
@@ -366,7 +351,6 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
                 set_aside(ctx, step, result_file)
             raise
         if timed_out:
-            waiter.cancel()
             await proc.stop(grace_s=5)
             ctx.forget(proc)
             kept = set_aside(ctx, step, result_file)
@@ -374,7 +358,6 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
                       f"its partial output is kept as {kept.name} (not a result)" if kept else "",
                       "raise benchmark.timeout_s or lower benchmark.num_prompts")
             return None
-        rc = waiter.result()
         await proc.stop(grace_s=1)
         ctx.forget(proc)
         after, _ = await _scrape_spec(client, sr.url)
@@ -423,7 +406,6 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     data = bench_facts(res, spec_for_report, source)
     data["result_file"] = str(result_file)
     try:  # state.json records the file's sha256 and size: a continued run checks the file before reusing it
-        from ..rundir import file_digest
 
         data.update(file_digest(result_file))
     except OSError:

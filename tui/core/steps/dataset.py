@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..events import Artifact, Progress
-from ..hub import transport_failure
-from ..rundir import redact
-from .base import FactRecorder, StepContext, StepResult
+from tui.core.events import Artifact, Progress
+from tui.core.host.hub import transport_failure
+from tui.core.secrets import redact
+from tui.core.steps.base import FactRecorder, StepContext, StepResult
 
 STEP = "dataset"
 FILENAME = "sonnet.txt"

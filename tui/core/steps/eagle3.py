@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .base import StepContext, StepResult
-from .server import run_server_step
+from tui.core.steps.base import StepContext, StepResult
+from tui.core.steps.server import run_server_step
 
 
 async def run(ctx: StepContext) -> StepResult:

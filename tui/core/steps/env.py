@@ -3,7 +3,7 @@
 Every fact is pass / warn / fail / info with a one-line remedy. Filesystem roots come from
 `ctx.environ["SPECDEC_SYSROOT"]` (default "/"), tools from ctx.environ["PATH"] plus /opt/aws/neuron/bin.
 The vLLM facts come from a probe run in the interpreter that owns the profile's `server.command[0]`.
-The platform checks (tui/core/platforms.py) follow the profile's `platform`: neuron (instance type,
+The platform checks (tui/core/host/platforms.py) follow the profile's `platform`: neuron (instance type,
 /dev/neuron*, neuron-ls cores / busy cores / HBM per core, SDK, vllm-neuron and its vLLM pin), cuda
 (nvidia-smi: driver, CUDA, GPUs, memory, CUDA_VISIBLE_DEVICES, busy GPUs) or cpu (ISA, cores, RAM,
 VLLM_CPU_KVCACHE_SPACE). A stand-in platform (the simulator) is seen through the same files and tools.
@@ -28,12 +28,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import platforms as plat
-from ..diagnostics import from_env_facts, hbm as hbm_diagnosis
-from ..events import Artifact
-from ..probe import (Interpreter, ProbeResult, bench_imports, find_server_interpreter, run_capture, run_probe,
+from tui.core.host import platforms as plat
+from tui.core.serverlog.diagnostics import from_env_facts, hbm as hbm_diagnosis
+from tui.core.events import Artifact
+from tui.core.host.interpreter import (Interpreter, ProbeResult, bench_imports, find_server_interpreter, run_capture, run_probe,
                      server_launch_env)
-from ..sysinfo import (
+from tui.core.host.sysinfo import (
     GB,
     NeuronLs,
     compile_cache_entries,
@@ -59,7 +59,7 @@ from ..sysinfo import (
     vllm_cache_root,
     which,
 )
-from .base import FactRecorder, StepContext, StepResult
+from tui.core.steps.base import FactRecorder, StepContext, StepResult
 
 STEP = "env"
 

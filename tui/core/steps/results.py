@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import diagnostics as dg
-from ..benchparse import parse_result_json
-from ..events import ComparisonTable, Snippet
-from ..report import comparison, comparison_rows, run_summary
-from .base import FactRecorder, StepContext, StepResult
+from tui.core.serverlog import diagnostics as dg
+from tui.core.bench.benchparse import parse_result_json
+from tui.core.events import ComparisonTable, MatrixTable, Snippet
+from tui.core.results.report import comparison, comparison_rows, run_summary, tune_matrix
+from tui.core.steps.base import FactRecorder, StepContext, StepResult
+from tui.core.plan.arms import arms_of, is_tune
 
 SNIPPET_KEYS = ("output_throughput", "median_tpot_ms", "median_ttft_ms")
 
@@ -29,10 +30,8 @@ def _bench(ctx: StepContext, sid: str) -> dict[str, Any] | None:
 
 async def run_matrix(ctx: StepContext) -> StepResult:
     """A tune run: every arm on every workload, the intervals, the recommendation per workload (the tutorial's
-    Step 3 rules, tui/core/stats.py recommend: an arm pays when its speedup's lower bound is above 1.0x;
+    Step 3 rules, tui/core/results/stats.py recommend: an arm pays when its speedup's lower bound is above 1.0x;
     first-position acceptance < 30 % → stop tuning)."""
-    from ..arms import arms_of
-    from ..events import MatrixTable
 
     fr = FactRecorder(ctx, "results")
     arms = arms_of(ctx.profile)
@@ -42,7 +41,6 @@ async def run_matrix(ctx: StepContext) -> StepResult:
                "the results step compares the arms benchmarked in this run directory (the baseline first)",
                f"run the missing arms first (--steps {','.join(missing)},results with the same --run-dir)")
         return fr.result()
-    from ..report import tune_matrix
 
     matrix = tune_matrix(ctx.profile, {a.id: ctx.shared.get(a.id) or {} for a in arms},
                          {a.id: "passed" if a.id not in missing else "not run" for a in arms})
@@ -88,8 +86,6 @@ async def run_matrix(ctx: StepContext) -> StepResult:
 
 
 async def run(ctx: StepContext) -> StepResult:
-    from ..arms import is_tune
-
     if is_tune(ctx.profile):
         return await run_matrix(ctx)
     fr = FactRecorder(ctx, "results")

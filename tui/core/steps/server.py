@@ -16,14 +16,15 @@ from typing import Any
 
 import httpx
 
-from .. import diagnostics as dg
-from .. import plan
-from ..commands import base_url, format_command, target_model
-from ..events import Command, Notice
-from ..logwatch import ServeLogWatcher, cache_counts
-from ..supervisor import ManagedProcess, port_free, port_holder, wait_port_free
-from ..sysinfo import bind_problem
-from .base import FactRecorder, StepContext, StepResult
+from tui.core.serverlog import diagnostics as dg
+from tui.core.plan import build as plan
+from tui.core.plan.commands import base_url, format_command, target_model
+from tui.core.events import Command, Notice
+from tui.core.serverlog.logwatch import ServeLogWatcher, cache_counts
+from tui.core.proc.supervisor import ManagedProcess, port_free, port_holder, wait_port_free
+from tui.core.host.sysinfo import bind_problem
+from tui.core.steps.base import FactRecorder, StepContext, StepResult
+from tui.core.steps.bench import prepare_bench_dataset, run_benchmark, vllm_version
 
 HEALTH_POLL_S = 1.0
 DEATH_WAIT_S = 15.0  # after a failed first request: how long to wait for a dying server to exit
@@ -325,8 +326,6 @@ class ServerRun:
             self.facts.add("stop", f"port {s.port} still busy", "warn", "", "check for a stray server process")
 
 async def run_server_step(ctx: StepContext, step: str, speculative: bool) -> StepResult:
-    from .bench import prepare_bench_dataset, run_benchmark, vllm_version
-
     sr = ServerRun(ctx, step, speculative)
     # Checks that must fail before a long launch: the bench's vLLM version and its dataset (on vLLM >= 0.32
     # the sonnet prompts built as a custom JSONL).

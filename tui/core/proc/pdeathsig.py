@@ -1,0 +1,41 @@
+"""`python -m tui.core.proc.pdeathsig CMD [ARGS...]`: exec CMD so that it is SIGKILLed if our parent dies.
+
+Sets PR_SET_PDEATHSIG (Linux) and then execs the real command in place, so the supervisor gets this
+guarantee without a preexec_fn (which is unsafe in a process that runs threads). The setting survives
+execve. Elsewhere it just execs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+
+_PR_SET_PDEATHSIG = 1
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: python -m tui.core.proc.pdeathsig CMD [ARGS...]", file=sys.stderr)
+        return 2
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except OSError:
+            pass
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            return 1
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as exc:
+        print(f"cannot execute {argv[0]}: {exc.strerror}", file=sys.stderr)
+        return 127
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

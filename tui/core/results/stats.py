@@ -1,0 +1,495 @@
+"""Statistics for a tune run (issue 10): intervals over repeats, speedup ratios, acceptance pooling, the
+lossless check per prompt, the matrix of arms × workloads and the tutorial's Step 3 recommendation.
+
+The intervals live in tui/core/results/intervals.py and the acceptance math in tui/core/results/acceptance.py;
+their names are importable from here too. Pure functions, no I/O; the standard library only (no scipy at run time: the Student t quantile is computed
+here by inverting the t CDF through the regularized incomplete beta function; tests/test_stats.py checks the
+functions against scipy).
+
+Units: acceptance rates and per-position acceptance are PERCENT (0-100), as in the bench facts
+(tui/core/steps/bench.py); acceptance length is tokens per draft step (1 + accepted / drafts).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Iterable, Sequence
+
+from tui.core.results.intervals import (  # noqa: F401  (some names re-exported for stats.*)
+    _numbers, betainc, noise_floor, ratio_interval, repeats_to_settle, t_cdf, t_interval, t_quantile, welch_df,
+)
+from tui.core.results.acceptance import (  # noqa: F401  (some names re-exported for stats.*)
+    al_check, conditional_rates, first_divergence, lossless, per_request_summary, pooled_acceptance,
+    predicted_al,
+)
+
+
+CHAIN_METHODS = ("eagle", "eagle3")  # each draft position is conditioned on the previous one being accepted
+
+
+STOP_TUNING_ACCEPTANCE = 30.0        # percent: the tutorial's "check acceptance is above ~30 % before tuning"
+
+
+LATENCY_KEYS = ("median_tpot_ms", "p90_tpot_ms", "p99_tpot_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms")
+
+
+def _throughputs(repeats: Sequence[dict[str, Any] | None] | None) -> list[float]:
+    return _numbers((r or {}).get("output_throughput") for r in (repeats or []) if isinstance(r, dict))
+
+
+def cell(repeats: Sequence[dict[str, Any] | None] | None, baseline_repeats: Sequence[dict[str, Any] | None] | None = None,
+         probe: dict[str, Any] | None = None, baseline_probe: dict[str, Any] | None = None,
+         method: str | None = "eagle3", k: int | None = None, speculative: bool = True) -> dict[str, Any]:
+    """One arm on one workload (the contract's Cell). repeats: the arm's bench facts, one per repeat;
+    baseline_repeats: the baseline arm's on the same workload (for the speedup); probe / baseline_probe:
+    {"texts": [...], "per_request": [...]} (for the lossless check and per-request metrics). A baseline
+    cell (speculative False) has no acceptance, speedup or lossless entries."""
+    reps = [r for r in (repeats or []) if isinstance(r, dict)]
+    ti = t_interval(_throughputs(reps))
+    out: dict[str, Any] = {
+        "repeats": len(reps),
+        "output_throughput": {"mean": ti["mean"], "sd": ti["sd"], "ci95": ti["ci95"], "values": ti["values"]},
+    }
+    for key in LATENCY_KEYS:
+        vals = _numbers(r.get(key) for r in reps)
+        out[key] = round(statistics.fmean(vals), 4) if vals else None
+    out.update(acceptance_rate=None, acceptance_length=None, per_position=None, al_check=None, predicted_al=None,
+               speedup=None, lossless=None, per_request=None)
+    if speculative:
+        pooled = pooled_acceptance(reps)
+        if pooled:
+            out["acceptance_rate"] = pooled["acceptance_rate"]
+            out["acceptance_length"] = pooled["acceptance_length"]
+            marg = pooled["per_position_acceptance"]
+            if marg:
+                out["per_position"] = {"marginal": marg, "conditional": conditional_rates(marg)}
+                out["al_check"] = al_check(pooled["acceptance_length"], marg)
+                if (method or "").lower() in CHAIN_METHODS:
+                    out["predicted_al"] = predicted_al(marg, k)
+        if baseline_repeats is not None:
+            ri = ratio_interval(ti["values"], _throughputs(baseline_repeats))
+            if ri["ratio"] is not None:
+                out["speedup"] = {"ratio": ri["ratio"], "ci95": ri["ci95"], "unbounded": ri["unbounded"]}
+        if probe and baseline_probe:
+            out["lossless"] = lossless(baseline_probe.get("texts"), probe.get("texts"))
+        if probe:
+            out["per_request"] = per_request_summary(probe.get("per_request"))
+    return out
+
+
+def _fmt_ci(ci: Sequence[float] | None, nd: int = 1) -> str:
+    return f"[{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]" if ci else "(no interval)"
+
+
+def arm_label(arm: dict[str, Any], arms: Sequence[dict[str, Any]]) -> str:
+    """How texts name an arm: "baseline", "k = 2", or with the draft / method where the spec arms differ in
+    them ("k = 2 (stevenabreu7)", "eagle k = 1")."""
+    if arm.get("kind") == "baseline":
+        return "baseline"
+    spec = [a for a in arms if a.get("kind") != "baseline"]
+    k = arm.get("num_speculative_tokens")
+    base = f"k = {k}" if k is not None else str(arm.get("title") or arm.get("id"))
+    if len({a.get("method") for a in spec}) > 1 and arm.get("method"):
+        base = f"{arm['method']} {base}"
+    if len({a.get("draft_name") or a.get("draft") for a in spec}) > 1:
+        base += f" ({arm.get('draft_name') or arm.get('draft')})"
+    return base
+
+
+def _overlaps(a: Sequence[float] | None, b: Sequence[float] | None) -> bool:
+    return bool(a and b and a[0] <= b[1] and b[0] <= a[1])
+
+
+def _k(arm: dict[str, Any]) -> float:
+    k = arm.get("num_speculative_tokens")
+    return float(k) if isinstance(k, (int, float)) and not isinstance(k, bool) else math.inf
+
+
+STOP_RULE = (f"the {STOP_TUNING_ACCEPTANCE:.0f} % \"stop tuning\" rule reads the first-position acceptance (the share "
+             "of draft steps whose first drafted token is accepted), which does not fall with k; vLLM's per-token "
+             "acceptance rate falls with k by construction and is not used for it")
+
+
+def first_position_acceptance(c: dict[str, Any] | None, k: Any = None) -> tuple[float | None, str | None]:
+    """The quantity of the 30 % rule for one cell (percent), and where it comes from: the first per-position
+    marginal ("first-position acceptance"); without per-position counters, at k = 1 the acceptance rate (the
+    same thing); otherwise (acceptance length − 1) · 100, the mean accepted tokens per draft step, which is
+    ≥ the first-position acceptance (so it never fires the rule where the first position would not).
+    (None, None) without acceptance."""
+    c = c or {}
+    marg = (c.get("per_position") or {}).get("marginal") or []
+    if marg and isinstance(marg[0], (int, float)) and not isinstance(marg[0], bool):
+        return float(marg[0]), "first-position acceptance"
+    rate, al = c.get("acceptance_rate"), c.get("acceptance_length")
+    if k == 1 and isinstance(rate, (int, float)) and not isinstance(rate, bool):
+        return float(rate), "first-position acceptance"
+    if isinstance(al, (int, float)) and not isinstance(al, bool):
+        return (float(al) - 1.0) * 100.0, "accepted tokens per draft step (acceptance length − 1)"
+    return None, None
+
+
+def pays(speedup: dict[str, Any] | None) -> bool:
+    """An arm pays only when the lower bound of its speedup interval is above 1.0x (no interval: it does not)."""
+    ci = (speedup or {}).get("ci95")
+    return bool(ci) and ci[0] > 1.0
+
+
+def interval_coverage(repeats: int | None, seeds: Iterable[Any] | None = None, conf: float = 0.95) -> str:
+    """What the intervals of a matrix cover, in one sentence (report.md, the headless table and the pane share
+    it). repeats: bench runs per arm; seeds: the bench --seed of each repeat as recorded (None entries or no
+    list: one seed, vLLM's default — every repeat then sends the same prompts)."""
+    pct = f"{conf * 100:g} %"
+    distinct = sorted({s for s in (seeds or []) if s is not None and not isinstance(s, bool)}, key=str)
+    if not repeats or repeats < 2:
+        return (f"One repeat per arm: no {pct} intervals, so no arm can be shown to pay; set tune.repeats to 2 "
+                "or more.")
+    head = (f"{pct} Student-t intervals over {repeats} repeats (the speedup's by Fieller's method on the ratio of "
+            "means, Welch–Satterthwaite degrees of freedom)")
+    if len(distinct) > 1:
+        shown = ", ".join(str(s) for s in distinct[:8]) + (", …" if len(distinct) > 8 else "")
+        return f"{head}; they cover timing noise and prompt sampling (a different --seed per repeat: {shown})."
+    one = f" {distinct[0]}" if distinct else ""
+    return f"{head}; they cover timing noise only (one seed{one}: every repeat sends the same prompts)."
+
+
+def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[str, Any]]],
+              workload: str) -> dict[str, Any]:
+    """The tutorial's Step 3 on one workload: {verdict, arm, candidate, text, reason, overlap, stop_tuning,
+    repeats_needed}. verdict is one of:
+
+    - "stop_tuning": the first-position acceptance (first_position_acceptance; not the per-token rate, which
+      falls with k) is below 30 % on every measured speculative arm → "stop tuning: validate draft and target
+      first", arm None.
+    - "pays": an arm pays when the LOWER bound of its speedup interval is above 1.0x. The paying arm with the
+      highest mean output throughput is the best; among the paying arms whose 95 % throughput intervals
+      overlap the best's, the smallest k is recommended (overlap lists the others). An arm without an
+      interval (one repeat) never pays and is never "clear of" another.
+    - "not_proven": no arm pays but the best mean is above the baseline's (its interval includes 1.0x, is
+      unbounded, or it has one repeat): arm None, candidate that arm, repeats_needed the repeats of each
+      (arm and baseline) that would likely settle it (repeats_to_settle; None where it cannot be sized).
+    - "keep_baseline": the best mean is at or below the baseline's → arm = the baseline's id.
+    - "none": no speculative arm was measured on this workload."""
+    def c(aid: str) -> dict[str, Any] | None:
+        return (cells.get(aid) or {}).get(workload)
+
+    spec = [a for a in arms if a.get("kind") != "baseline"
+            and (c(a["id"]) or {}).get("output_throughput", {}).get("mean") is not None]
+    base_arm = next((a for a in arms if a.get("kind") == "baseline"), None)
+    res: dict[str, Any] = {"verdict": "none", "arm": None, "candidate": None, "text": "", "reason": "",
+                           "overlap": [], "stop_tuning": False, "repeats_needed": None}
+    if not spec:
+        res["text"] = f"no speculative arm was measured on {workload}: nothing to recommend"
+        res["reason"] = "no speculative arm has an output throughput on this workload"
+        return res
+
+    def lab(a: dict[str, Any]) -> str:
+        return arm_label(a, arms)
+
+    def tput(a: dict[str, Any]) -> dict[str, Any]:
+        return c(a["id"])["output_throughput"]
+
+    def speedup(a: dict[str, Any]) -> dict[str, Any]:
+        return c(a["id"]).get("speedup") or {}
+
+    def sp_text(a: dict[str, Any]) -> str:
+        sp = speedup(a)
+        if sp.get("ratio") is None:
+            return "no speedup (no baseline)"
+        if sp.get("ci95"):
+            return f"{sp['ratio']:.2f}x {_fmt_ci(sp['ci95'], 2)}"
+        if sp.get("unbounded"):
+            return f"{sp['ratio']:.2f}x (interval unbounded)"
+        return f"{sp['ratio']:.2f}x (one repeat: no interval)"
+
+    fpa = {a["id"]: first_position_acceptance(c(a["id"]), a.get("num_speculative_tokens")) for a in spec}
+    measured = [a for a in spec if fpa[a["id"]][0] is not None]
+    if measured and len(measured) == len(spec) and all(fpa[a["id"]][0] < STOP_TUNING_ACCEPTANCE for a in measured):
+        accs = ", ".join(f"{lab(a)}: {fpa[a['id']][0]:.1f}%" for a in measured)
+        sources = sorted({fpa[a["id"]][1] for a in measured})
+        res.update(verdict="stop_tuning", stop_tuning=True, text="stop tuning: validate draft and target first",
+                   reason=f"{' / '.join(sources)} on {workload} is below {STOP_TUNING_ACCEPTANCE:.0f}% on every "
+                          f"speculative arm ({accs}); tuning k cannot fix a draft that disagrees with the target "
+                          "(wrong draft, chat template or tokenizer); the rule reads a quantity that does not "
+                          "fall with k, not vLLM's per-token acceptance rate")
+        return res
+
+    def by_mean(a: dict[str, Any]) -> tuple[float, float]:
+        return (tput(a)["mean"], -_k(a))
+
+    def acceptance_bit(a: dict[str, Any]) -> str | None:
+        acc, al = c(a["id"]).get("acceptance_rate"), c(a["id"]).get("acceptance_length")
+        if not isinstance(acc, (int, float)):
+            return None
+        fp, src = fpa[a["id"]]
+        bit = f"acceptance {acc:.1f}% per token" + (f", length {al:.2f}" if isinstance(al, (int, float)) else "")
+        if fp is not None and src == "first-position acceptance":
+            bit += f", first position {fp:.1f}%"
+        return bit
+
+    paying = [a for a in spec if pays(speedup(a))]
+    if not paying:
+        best = max(spec, key=by_mean)
+        sp = speedup(best)
+        if sp.get("ratio") is not None and sp["ratio"] > 1.0:
+            base_vals = (c(base_arm["id"]) or {}).get("output_throughput", {}).get("values") if base_arm else None
+            need = repeats_to_settle(tput(best).get("values") or [], base_vals or [])
+            if not sp.get("ci95") and not sp.get("unbounded"):
+                why, how = "it has one repeat, so no interval", ("run 2 or more repeats (3 or more to size the "
+                                                                 "next run from the spread)")
+            elif sp.get("unbounded"):
+                why, how = "its interval is unbounded (the baseline's spread is too large for a ratio)", None
+            else:
+                why, how = f"its interval {_fmt_ci(sp['ci95'], 2)} includes 1.0x", None
+            if how is None:
+                how = (f"about {need} repeats of each (baseline and arm) would likely settle it" if need
+                       else "more than 100 repeats would be needed at this spread: the difference is within the noise")
+            res.update(verdict="not_proven", candidate=best["id"], repeats_needed=need,
+                       text=f"not proven: {lab(best)} is {sp['ratio']:.2f}x the baseline on {workload} but {why}; "
+                            f"{how}",
+                       reason=("no speculative arm's speedup interval lies above 1.0x (an arm pays only when its "
+                               "lower bound does); repeats estimated for a 95% interval to clear 1.0x with 80% "
+                               "probability if the observed means and spreads hold (Welch–Satterthwaite degrees "
+                               "of freedom)" if need else
+                               "no speculative arm's speedup interval lies above 1.0x (an arm pays only when its "
+                               "lower bound does)"))
+            return res
+        res.update(verdict="keep_baseline", arm=base_arm["id"] if base_arm else None,
+                   text=f"keep the baseline: no speculative arm beats it on {workload} (best {lab(best)}: "
+                        f"{sp_text(best)})",
+                   reason="no speculative arm has a mean output throughput above the baseline's")
+        return res
+
+    best = max(paying, key=by_mean)
+    best_ci = tput(best)["ci95"]
+    group = [best] + [a for a in paying if a is not best and _overlaps(best_ci, tput(a)["ci95"])]
+    chosen = min(group, key=lambda a: (_k(a), -tput(a)["mean"]))
+    others = [a for a in group if a is not chosen]
+    ct = tput(chosen)
+    csp = speedup(chosen)
+    text = (f"{lab(chosen)}: {ct['mean']:.1f} tok/s {_fmt_ci(ct['ci95'])}, {csp['ratio']:.2f}x baseline "
+            f"{_fmt_ci(csp['ci95'], 2)}")
+    lo = csp["ci95"][0]
+    reason_bits = [f"pays: its speedup's lower bound {lo:.2f} is above 1.0x"]
+    if others:
+        verb = "overlaps" if len(others) == 1 else "overlap"
+        names = ", ".join(lab(a) if a is not best else f"{lab(a)} ({tput(a)['mean']:.1f} tok/s {_fmt_ci(tput(a)['ci95'])})"
+                          for a in others)
+        text += f"; {names} {verb}: prefer the smaller k"
+        tied_names = ", ".join(lab(a) for a in sorted(group, key=_k))
+        reason_bits.append(f"the 95% throughput intervals of {tied_names} overlap, so they are "
+                           f"not distinguishable over {c(chosen['id'])['repeats']} repeats; the tutorial prefers the "
+                           "smaller k (less draft work, lower latency when it does not pay)")
+    clear = [a for a in paying if a not in group]
+    if clear:
+        reason_bits.append(f"its 95% throughput interval is clear of {', '.join(lab(a) for a in clear)}")
+    for a in spec:
+        if a in paying:
+            continue
+        sp = speedup(a)
+        if not sp.get("ci95") and not sp.get("unbounded") and sp.get("ratio") is not None:
+            higher = ", a higher single value" if tput(a)["mean"] > ct["mean"] else ""
+            reason_bits.append(f"{lab(a)} has one repeat (no interval{higher}): it can neither pay nor be told apart")
+        else:
+            more = " and a higher mean" if tput(a)["mean"] > ct["mean"] else ""
+            reason_bits.append(f"{lab(a)} does not pay ({sp_text(a)}{more})")
+    acc = acceptance_bit(chosen)
+    if acc:
+        reason_bits.append(acc)
+    res.update(verdict="pays", arm=chosen["id"], candidate=chosen["id"], text=text, reason="; ".join(reason_bits),
+               overlap=[a["id"] for a in others])
+    return res
+
+
+ARM_KEYS = ("id", "title", "kind", "method", "draft", "draft_name", "num_speculative_tokens", "status")
+
+
+LAUNCH_KEYS = ("startup_s", "cache_hits", "cache_misses", "placement")  # kept when the caller gives them
+
+
+def _arm_repeats(facts: dict[str, Any], workload: str, first: bool) -> list[dict[str, Any]]:
+    reps = (facts.get("repeats") or {}).get(workload)
+    if reps:
+        return [r for r in reps if isinstance(r, dict)]
+    if first and not facts.get("repeats") and isinstance(facts.get("bench"), dict):
+        return [facts["bench"]]  # a two-arm step's facts: its one bench counts as the first workload's repeat
+    return []
+
+
+def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, Any] | None],
+                 workloads: Sequence[str]) -> dict[str, Any]:
+    """The contract's matrix: {workloads, arms, cells: {arm: {workload: Cell}}, recommendation: {workload: ...},
+    noise_floor: {workload: ...}, coverage: {workload: interval_coverage sentence}}. Each repeat's bench facts
+    may carry the bench's "seed" (the coverage sentence says whether the seeds varied). Every arm gets a cell
+    on every workload (an empty one, repeats 0, where it has no facts: not run yet, failed); speedups are
+    against the first baseline arm's cell."""
+    arms_out = [{**{k: a.get(k) for k in ARM_KEYS}, **{k: a[k] for k in LAUNCH_KEYS if k in a}} for a in arms]
+    base = next((a for a in arms_out if a.get("kind") == "baseline"), None)
+    cells: dict[str, dict[str, Any]] = {}
+    base_facts = (arm_facts.get(base["id"]) or {}) if base else {}
+    for a in arms_out:
+        facts = arm_facts.get(a["id"]) or {}
+        spec = a.get("kind") != "baseline"
+        cells[a["id"]] = {}
+        for i, wl in enumerate(workloads):
+            reps = _arm_repeats(facts, wl, i == 0)
+            base_reps = _arm_repeats(base_facts, wl, i == 0) if base else None
+            cells[a["id"]][wl] = cell(
+                reps, baseline_repeats=base_reps if spec and base_reps else None,
+                probe=(facts.get("probe") or {}).get(wl), baseline_probe=(base_facts.get("probe") or {}).get(wl),
+                method=a.get("method"), k=a.get("num_speculative_tokens"), speculative=spec)
+    rec = {wl: recommend(arms_out, cells, wl) for wl in workloads}
+    nf = {}
+    coverage = {}
+    for i, wl in enumerate(workloads):
+        n = noise_floor(_throughputs(_arm_repeats(base_facts, wl, i == 0))) if base else {"ratio": None, "ci95": None}
+        nf[wl] = {"ratio": n["ratio"], "ci95": n["ci95"]}
+        per_arm = [_arm_repeats(arm_facts.get(a["id"]) or {}, wl, i == 0) for a in arms_out]
+        seeds = max(([r.get("seed") for r in reps] for reps in per_arm),
+                    key=lambda ss: len({s for s in ss if s is not None}), default=[])
+        coverage[wl] = interval_coverage(max((len(r) for r in per_arm), default=0), seeds)
+    return {"workloads": list(workloads), "arms": arms_out, "cells": cells, "recommendation": rec, "noise_floor": nf,
+            "coverage": coverage}
+
+
+NA = "n/a"
+
+
+DASH = "—"
+
+
+def _num(v: Any, nd: int = 1, suffix: str = "") -> str:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return NA
+    return f"{v:.{nd}f}{suffix}"
+
+
+def matrix_columns(matrix: dict[str, Any], width: int = 120) -> list[str]:
+    """Column titles, one per arm in matrix order ("baseline", "k=1", with the draft where drafts differ);
+    at width <= 80 at most 12 characters each."""
+    arms = matrix.get("arms") or []
+    out = []
+    for a in arms:
+        t = arm_label(a, arms).replace("k = ", "k=")
+        if width <= 80 and len(t) > 12:
+            t = t[:11] + "…"
+        out.append(t)
+    return out
+
+
+def matrix_rows(matrix: dict[str, Any], workload: str, width: int = 120) -> list[tuple[str, ...]]:
+    """Rows of the arms × metrics table on one workload: (label, value for each arm in matrix order).
+
+    Output tok/s "134.2 ±3.1" (mean ± the 95 % half-width), speedup "1.19x [1.15,1.23]", TPOT median / P90 /
+    P99, TTFT median / P99, acceptance %, acceptance length measured / predicted (for chain methods from the
+    marginals of the arm with the same draft and the largest k, so k = 1 and 2 are checked against k = 3's
+    per-position rates; otherwise 1 + Σ its own marginals), the lossless identical share. The baseline
+    column's speedup interval is the baseline-vs-baseline noise floor.
+    At width <= 80 the labels stay within 12 characters and the speedup interval gets its own row, so a
+    baseline + 3-arm table fits 80 columns."""
+    narrow = width <= 80
+    arms = matrix.get("arms") or []
+    cells = matrix.get("cells") or {}
+    nf = (matrix.get("noise_floor") or {}).get(workload) or {}
+
+    def cl(a: dict[str, Any]) -> dict[str, Any]:
+        return (cells.get(a["id"]) or {}).get(workload) or {}
+
+    def spec(a: dict[str, Any]) -> bool:
+        return a.get("kind") != "baseline"
+
+    def tput(a: dict[str, Any]) -> str:
+        t = cl(a).get("output_throughput") or {}
+        if t.get("mean") is None:
+            return NA
+        if t.get("ci95"):
+            return f"{t['mean']:.1f} ±{(t['ci95'][1] - t['ci95'][0]) / 2:.1f}"
+        return f"{t['mean']:.1f}"
+
+    def sp_ratio(a: dict[str, Any]) -> str:
+        if not spec(a):
+            return "1.00x" if cl(a).get("repeats") else NA
+        sp = cl(a).get("speedup")
+        return f"{sp['ratio']:.2f}x" if sp and sp.get("ratio") is not None else NA
+
+    def sp_ci(a: dict[str, Any]) -> str:
+        ci = (cl(a).get("speedup") or {}).get("ci95") if spec(a) else nf.get("ci95")
+        if not ci and spec(a) and (cl(a).get("speedup") or {}).get("unbounded"):
+            return "unbounded"
+        return f"[{ci[0]:.2f},{ci[1]:.2f}]" if ci else DASH
+
+    def speedup(a: dict[str, Any]) -> str:
+        r, ci = sp_ratio(a), sp_ci(a)
+        if r == NA:
+            return NA
+        if not spec(a):
+            return f"noise {ci}" if ci != DASH else r
+        return f"{r} {ci}" if ci != DASH else r
+
+    def acc(a: dict[str, Any]) -> str:
+        return _num(cl(a).get("acceptance_rate")) if spec(a) else DASH
+
+    def predictor(a: dict[str, Any]) -> dict[str, Any] | None:
+        """The arm of the same method and draft with the largest k that predicts this arm's k."""
+        k = a.get("num_speculative_tokens")
+        same = [b for b in arms if spec(b) and b.get("method") == a.get("method") and b.get("draft") == a.get("draft")
+                and str(k) in (cl(b).get("predicted_al") or {})]
+        return max(same, key=_k, default=None)
+
+    def al(a: dict[str, Any]) -> str:
+        if not spec(a):
+            return DASH
+        c = cl(a)
+        meas = _num(c.get("acceptance_length"), 2)
+        src = predictor(a)
+        p = (cl(src).get("predicted_al") or {}).get(str(a.get("num_speculative_tokens"))) if src else None
+        if p is None:
+            p = (c.get("al_check") or {}).get("from_marginals")
+        return f"{meas}/{_num(p, 2)}" if p is not None else meas
+
+    def ident(a: dict[str, Any]) -> str:
+        if not spec(a):
+            return DASH
+        ll = cl(a).get("lossless")
+        if not ll:
+            return NA
+        share = f"{ll['identical_share'] * 100:.0f}%"
+        return f"{ll['identical']}/{ll['prompts']}" if narrow else f"{ll['identical']}/{ll['prompts']} ({share})"
+
+    def lat(key: str):
+        return lambda a: _num(cl(a).get(key))
+
+    def reps(a: dict[str, Any]) -> str:
+        return str(cl(a).get("repeats") or 0)
+
+    if narrow:
+        spec_rows: list[tuple[str, Any]] = [("Speedup", sp_ratio), ("Speedup 95%", sp_ci)]
+    else:
+        spec_rows = [("Speedup vs baseline", speedup)]
+    rows_def: list[tuple[str, Any]] = [
+        ("Repeats", reps),
+        ("Output tok/s" if narrow else "Output throughput (tok/s)", tput),
+        *spec_rows,
+        ("TPOT med ms" if narrow else "Median TPOT (ms)", lat("median_tpot_ms")),
+        ("TPOT p90 ms" if narrow else "P90 TPOT (ms)", lat("p90_tpot_ms")),
+        ("TPOT p99 ms" if narrow else "P99 TPOT (ms)", lat("p99_tpot_ms")),
+        ("TTFT med ms" if narrow else "Median TTFT (ms)", lat("median_ttft_ms")),
+        ("TTFT p99 ms" if narrow else "P99 TTFT (ms)", lat("p99_ttft_ms")),
+        ("Accept %" if narrow else "Acceptance rate (%)", acc),
+        ("AL meas/pred" if narrow else "Acceptance length (meas./pred.)", al),
+        ("Identical" if narrow else "Lossless: identical", ident),
+    ]
+    if any((cl(a).get("per_request") or {}).get("n") for a in arms):
+        rows_def.append(("Req. AL med" if narrow else "Per-request AL (median)",
+                         lambda a: _num((cl(a).get("per_request") or {}).get("median_acceptance_length"), 2)
+                         if spec(a) else DASH))
+    return [(label, *(fn(a) for a in arms)) for label, fn in rows_def]
+
+
+__all__ = [
+    "t_cdf", "t_quantile", "betainc", "t_interval", "welch_df", "ratio_interval", "repeats_to_settle",
+    "noise_floor", "first_position_acceptance", "pays", "interval_coverage", "STOP_RULE", "conditional_rates",
+    "predicted_al", "al_check", "pooled_acceptance", "first_divergence", "lossless", "per_request_summary", "cell",
+    "arm_label", "recommend", "build_matrix", "matrix_columns", "matrix_rows", "CHAIN_METHODS",
+    "STOP_TUNING_ACCEPTANCE",
+]

@@ -1,0 +1,1 @@
+"""serverlog floor."""
