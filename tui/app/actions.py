@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from screens.launch import LaunchPane
-from screens.matrix import MatrixPane
-from screens.modals import CommandScreen, SaveProfileScreen
-from screens.profile import KNOBS, ProfilePane, save_profile
-from screens.results import export_paths
+from tui.screens.launch import LaunchPane
+from tui.screens.matrix import MatrixPane
+from tui.screens.modals import CommandScreen, SaveProfileScreen
+from tui.screens.profile import KNOBS, ProfilePane, save_profile
+from tui.screens.results import export_paths
 
 from ..core import events as ev
 from ..core.plan import recorded_text, recorded_vllm_version, show_commands_text

@@ -30,15 +30,15 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Input, Static
 from textual.worker import Worker, WorkerState
 
-from screens.base import StepPane
-from screens.checkpoints import CheckpointsPane
-from screens.dataset import DatasetPane
-from screens.environment import EnvironmentPane
-from screens.launch import LaunchPane
-from screens.modals import HelpScreen, QuitScreen
-from screens.profile import ProfilePane
-from screens.matrix import MatrixPane
-from screens.results import ResultsBase, ResultsPane
+from tui.screens.base import StepPane
+from tui.screens.checkpoints import CheckpointsPane
+from tui.screens.dataset import DatasetPane
+from tui.screens.environment import EnvironmentPane
+from tui.screens.launch import LaunchPane
+from tui.screens.modals import HelpScreen, QuitScreen
+from tui.screens.profile import ProfilePane
+from tui.screens.matrix import MatrixPane
+from tui.screens.results import ResultsBase, ResultsPane
 
 from ..browse import ClosedRun, show_closed_run
 from ..core import events as ev

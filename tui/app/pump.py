@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import time
 
-from screens.dataset import DatasetPane
-from screens.launch import LaunchPane
-from screens.profile import ProfilePane
+from tui.screens.dataset import DatasetPane
+from tui.screens.launch import LaunchPane
+from tui.screens.profile import ProfilePane
 
 from ..core import events as ev
 from ..messages import EngineEvent, LogsPending, ProgressPending
