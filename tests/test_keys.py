@@ -8,7 +8,7 @@ from textual.binding import Binding
 
 from tui.app import SpecdecApp
 from tui.keys import DOCUMENTED_KEYS, KEY_TABLE, help_lines, markdown_table
-from screens.modals import HELP_TEXT
+from tui.screens.modals import HELP_TEXT
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

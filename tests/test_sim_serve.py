@@ -1,4 +1,4 @@
-"""The simulated `vllm serve` (tui/sim/serve.py, engine_core.py, model.py, logs.py).
+"""The simulated `vllm serve` (tui/sim/serve/, engine_core.py, model.py, logs.py).
 
 Every server test spawns the real simulator (`python -m tui.sim serve ...`) in its own session on an
 ephemeral 127.0.0.1 port and kills the whole process group afterwards. Timings use a small time_scale and token_time_scale.

@@ -184,7 +184,7 @@ def test_compare_screen(snap_compare):
     import json
     from pathlib import Path
 
-    from screens.compare import CompareApp
+    from tui.screens.compare import CompareApp
 
     dirs = [tune.write_closed_run(Path(scenarios.RUN_DIR)),
             tune.write_closed_run(Path("specdec-runs/20260101-130000-tune-demo"), tune=True)]

@@ -236,7 +236,7 @@ async def test_the_tune_results_table_is_whole_after_a_resize_and_back():
 
 # -- compare: two runs of the same profile are told apart; a tune run's headless table fits -----------------
 async def test_compare_heads_two_runs_of_one_profile_apart(tmp_path):
-    from screens.compare import CompareApp
+    from tui.screens.compare import CompareApp
     from snapshot_apps import tune
     from tui.core.results.compare import load_run
 
@@ -254,7 +254,7 @@ async def test_compare_heads_two_runs_of_one_profile_apart(tmp_path):
         await pilot.press("escape")
     # Runs of different profiles keep the short heads.
     c = load_run(tune.write_closed_run(tmp_path / "20260103-100000-tune-demo", tune=True))
-    from screens.compare import compare_table
+    from tui.screens.compare import compare_table
     heads = [str(col.header) for col in compare_table([a, c], 200).columns[1:]]
     assert heads[0] == "demo" and heads[1].startswith("tune-demo\n")
 

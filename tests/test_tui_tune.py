@@ -187,7 +187,7 @@ async def test_matrix_pane_says_stop_tuning_when_acceptance_is_below_30_percent(
 
 
 def test_matrix_rows_fit_80_columns():
-    from screens.matrix import matrix_rows
+    from tui.screens.matrix import matrix_rows
 
     cols, rows = matrix_rows(tune.healthy_matrix(), "sonnet", 50)
     widths = [max(len(c), *(len(r[1][i]) for r in rows)) + 2 for i, c in enumerate(cols)]
@@ -327,7 +327,7 @@ def test_open_flag_parsing(tmp_path):
 
 # -- 4. compare ----------------------------------------------------------------------------------------------
 async def test_compare_screen_shows_runs_side_by_side(tmp_path):
-    from screens.compare import CompareApp, compare_table
+    from tui.screens.compare import CompareApp, compare_table
     from tui.core.results.compare import compare_columns, compare_rows
 
     two = json.loads((tune.write_closed_run(tmp_path / "a") / "report.json").read_text())
@@ -349,7 +349,7 @@ async def test_compare_screen_shows_runs_side_by_side(tmp_path):
 
 
 async def test_compare_screen_pushed_on_the_main_app_closes_back_to_it(tmp_path):
-    from screens.compare import CompareScreen
+    from tui.screens.compare import CompareScreen
 
     rep = json.loads((tune.write_closed_run(tmp_path / "a") / "report.json").read_text())
     app = SpecdecApp(scenarios.demo_profile(), scenarios.RUN_DIR, frozen=True)
@@ -401,7 +401,7 @@ async def test_a_tune_profile_loads_with_the_toggle_on_and_it_locks_with_the_run
 async def test_c_on_an_opened_run_shows_the_commands_it_ran_and_its_recorded_version(tmp_path):
     """After a run (here --open), `c` away from a server pane shows what ran (commands.json), not "planned"; without
     a record it plans with the vLLM version of the run's env.json, never "unknown, assuming < 0.32"."""
-    from screens.modals import CommandScreen
+    from tui.screens.modals import CommandScreen
     from tui.core.store.rundir import RunDir
     from tui.core.plan import build as plan
 

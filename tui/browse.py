@@ -361,9 +361,9 @@ def _results_events(run: ClosedRun) -> list[ev.Event]:
 
 def show_closed_run(app: Any, run: ClosedRun) -> None:
     """Fill the app's panes from the closed run (called once, on mount)."""
-    from screens.launch import LaunchPane
-    from screens.profile import ProfilePane
-    from screens.results import export_paths
+    from tui.screens.launch import LaunchPane
+    from tui.screens.profile import ProfilePane
+    from tui.screens.results import export_paths
 
     plan = app.plan
     app.query_one(ProfilePane).lock_profile()

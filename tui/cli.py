@@ -215,7 +215,7 @@ def _compare_main(argv: list[str]) -> int:
         return 0
     if not args.headless and sys.stdin.isatty() and sys.stdout.isatty():
         try:
-            from screens.compare import run_compare_app
+            from tui.screens.compare import run_compare_app
         except ModuleNotFoundError:
             pass  # no interactive UI in this version: the table below
         else:

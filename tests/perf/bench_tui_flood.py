@@ -108,7 +108,7 @@ async def _flood(app, rate: float, seconds: float, pipeline: bool, stats: dict,
 
 def child(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(REPO))
-    from screens.profile import ProfilePane
+    from tui.screens.profile import ProfilePane
     from tui.app import SpecdecApp
     from tui.core import events as ev
     from tui.core.profile.model import load_profile

@@ -12,7 +12,7 @@ from tui.core import events as ev
 
 def accept_profile(app) -> None:
     """Mark the profile accepted, as pressing n on the Profile pane does (without opening a run)."""
-    from screens.profile import ProfilePane
+    from tui.screens.profile import ProfilePane
 
     app.query_one(ProfilePane).lock_profile()
     app.set_step_status("profile", "passed", 0.0, app.profile.name if app.profile else "")

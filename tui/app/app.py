@@ -1,4 +1,4 @@
-"""The Textual front end: `specdec-tui` with a terminal attached.
+"""The Textual front end: `specdec-tui` with a terminal attached. The App class, its layout and run control.
 
 One main screen: a header (profile, target → draft, SIMULATED badge), the step list on the left, the
 current step's pane on the right (a ContentSwitcher holding one pane per step from `screens/`), and a
@@ -6,9 +6,9 @@ footer with the bindings. The engine is the same one the headless runner drives;
 worker on the app's event loop (child processes get PR_SET_PDEATHSIG from the thread that creates
 them, so that thread must live as long as the app) and calls `SpecdecApp.sink` for every event.
 
-The sink is cheap: log lines go into per-step buffers flushed into the log widgets at most every
-~100 ms, Progress keeps only the latest value per task, and both are announced by coalescing
-messages; every other event becomes one `EngineEvent` message.
+The rest of the app lives beside this file, one job each: pump.py (the sink: engine events → widgets),
+availability.py (which keys can act now: a pure `why_not(state, action)`), actions.py (the keys that show or
+edit a pane: log, paging, commands, save) and terminal.py (loss of the tty).
 """
 
 from __future__ import annotations
@@ -17,12 +17,9 @@ import asyncio
 import gc
 import os
 import signal
-import sys
-import termios
-import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
@@ -33,38 +30,37 @@ from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Input, Static
 from textual.worker import Worker, WorkerState
 
-from screens.base import StepPane
-from screens.checkpoints import CheckpointsPane
-from screens.dataset import DatasetPane
-from screens.environment import EnvironmentPane
-from screens.launch import LaunchPane
-from screens.modals import CommandScreen, HelpScreen, QuitScreen, SaveProfileScreen
-from screens.profile import ProfilePane, save_profile
-from screens.matrix import MatrixPane
-from screens.results import ResultsBase, ResultsPane, export_paths
+from tui.screens.base import StepPane
+from tui.screens.checkpoints import CheckpointsPane
+from tui.screens.dataset import DatasetPane
+from tui.screens.environment import EnvironmentPane
+from tui.screens.launch import LaunchPane
+from tui.screens.modals import HelpScreen, QuitScreen
+from tui.screens.profile import ProfilePane
+from tui.screens.matrix import MatrixPane
+from tui.screens.results import ResultsBase, ResultsPane
 
-from .core import events as ev
-from .core.run.engine import EXIT_INTERRUPTED, Engine
-from .core.profile.model import Profile, ProfileError
-from .messages import EngineEvent, LogsPending, ProgressPending, StepSelected
-from .runplan import StepPlan, plan_for
-from .widgets.common import env_frozen, shorten_path
-from .widgets.footer import StableFooter
-from .widgets.header import HeaderBar
-from .widgets.pathtext import PathText
-from .widgets.step_list import StepList
+from ..browse import ClosedRun, show_closed_run
+from ..core import events as ev
+from ..core.run.engine import EXIT_INTERRUPTED, Engine
+from ..core.profile.model import Profile, ProfileError
+from ..core.store.rundir import default_run_dir
+from ..messages import StepSelected
+from ..runplan import StepPlan, plan_for
+from ..widgets.common import env_frozen
+from ..widgets.footer import StableFooter
+from ..widgets.header import HeaderBar
+from ..widgets.pathtext import PathText
+from ..widgets.step_list import StepList
+from .actions import PaneActions
+from .availability import KeyState, MatrixView, why_not
+from .pump import EnginePump
+from .terminal import TerminalLoss, watch_tty
 
-if TYPE_CHECKING:
-    from .browse import ClosedRun
-
-LOG_FLUSH_S = 0.1
-TERMINAL_LOSS_EXIT_S = 4.0  # the backstop: exit this long after the terminal went away, whatever blocks
-TTY_POLL_S = 0.5
 LAUNCH_STEPS = ("baseline", "eagle3")  # a two-arm run's server steps (a tune run has one per arm: see `plan`)
-CLOSED_RUN = "this run is closed: opened with --open"
 
 
-class SpecdecApp(App[int]):
+class SpecdecApp(EnginePump, PaneActions, TerminalLoss, App[int]):
     """specdec-tui's interactive front end. `run_app()` is the entry point the CLI calls."""
 
     TITLE = "specdec-tui"
@@ -100,7 +96,7 @@ class SpecdecApp(App[int]):
 
     def __init__(self, profile: Profile | None = None, run_dir: str | Path | None = None,
                  steps: list[str] | None = None, *, frozen: bool | None = None, handle_signals: bool = False,
-                 max_log_lines: int = 10_000, browse: "ClosedRun | None" = None):
+                 max_log_lines: int = 10_000, browse: ClosedRun | None = None):
         super().__init__()
         self.frozen = env_frozen() if frozen is None else frozen
         self.browse = browse  # --open RUN_DIR: a finished run, read-only; no engine ever starts
@@ -130,16 +126,7 @@ class SpecdecApp(App[int]):
         self._unattended = False  # the run was started with "run everything" (a): a passed retry goes on
         self._terminal_lost = False
         self._run_started_at = 0.0
-        # Sink buffers.
-        self._raw_buf: dict[str, list[str]] = {}
-        self._clean_buf: dict[str, list[tuple[int, str, bool, int]]] = {}
-        self._ranks_buf: dict[str, dict[int, int]] = {}
-        self._logs_posted = False
-        self._last_flush = 0.0
-        self._flush_timer: Any = None
-        self._progress: dict[tuple[str, str], ev.Progress] = {}
-        self._progress_posted = False
-        self.log_lines_in = 0
+        self._init_pump()  # the sink's buffers (pump.py)
 
     # -- layout ----------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -235,8 +222,6 @@ class SpecdecApp(App[int]):
             if st != "pending":
                 steps.set_status(sid, st)
         if self.browse is not None:
-            from .browse import show_closed_run
-
             show_closed_run(self, self.browse)
             steps.focus()
         elif self.profile is None:
@@ -259,27 +244,6 @@ class SpecdecApp(App[int]):
             return
         if not self._quitting:
             self.call_later(self._start_shutdown)
-
-    # -- terminal loss ---------------------------------------------------------------------------------------
-    def terminal_lost(self) -> None:
-        """The terminal went away (SIGHUP, or EIO/EOF on the tty: an SSH drop, a killed tmux). Nobody can
-        answer a dialog any more: stop the children with a short grace, write the report, and exit within
-        TERMINAL_LOSS_EXIT_S even if Textual's own teardown blocks on the dead terminal."""
-        if self._terminal_lost:
-            return
-        self._terminal_lost = True
-        _detach_from_terminal()
-        if self.engine is not None:
-            self.engine.hurry()
-        threading.Thread(target=self._backstop_exit, name="terminal-loss-backstop", daemon=True).start()
-        # A quit dialog may be open: nobody can answer it. A shutdown already under way ends with os._exit.
-        self._start_shutdown()
-
-    def _backstop_exit(self) -> None:
-        time.sleep(TERMINAL_LOSS_EXIT_S)
-        if self.engine is not None:
-            self.engine.cleanup_sync()  # SIGKILL whatever is left of the children
-        os._exit(self.exit_code if self.exit_code is not None else EXIT_INTERRUPTED)
 
     # -- helpers -----------------------------------------------------------------------------------------------
     def pane(self, step: str) -> StepPane:
@@ -369,130 +333,6 @@ class SpecdecApp(App[int]):
         self.query_one("#run-info", PathText).set_path("Run dir:\n" if shown else "",
                                                        str(self.run_dir) if shown else "")
 
-    # -- the sink (called synchronously by the engine, on this loop) ---------------------------------------
-    def sink(self, e: ev.Event) -> None:
-        t = type(e)
-        if t is ev.LogLine:
-            self._raw_buf.setdefault(e.step, []).append(e.text)  # type: ignore[attr-defined]
-            self.log_lines_in += 1
-            self._logs_pending()
-        elif t is ev.CleanLog:
-            self._clean_buf.setdefault(e.step, []).append(
-                (e.line_id, e.text, e.is_error, e.ranks))  # type: ignore[attr-defined]
-            self._logs_pending()
-        elif t is ev.LogRanks:
-            self._ranks_buf.setdefault(e.step, {})[e.line_id] = e.ranks  # type: ignore[attr-defined]
-            self._logs_pending()
-        elif t is ev.Progress:
-            self._progress[(e.step, e.task)] = e  # type: ignore[attr-defined]
-            if not self._progress_posted:
-                self._progress_posted = True
-                self.post_message(ProgressPending())
-        else:
-            self.events.append(e)
-            self.post_message(EngineEvent(e))
-
-    def _logs_pending(self) -> None:
-        if not self._logs_posted:
-            self._logs_posted = True
-            self.post_message(LogsPending())
-
-    def on_logs_pending(self, _msg: LogsPending) -> None:
-        if self._flush_timer is not None:
-            return
-        wait = LOG_FLUSH_S - (time.monotonic() - self._last_flush)
-        if wait > 0.005:
-            self._flush_timer = self.set_timer(wait, self._timer_flush)
-        else:
-            self.flush_logs()
-
-    def _timer_flush(self) -> None:
-        self._flush_timer = None
-        self.flush_logs()
-
-    def flush_logs(self) -> None:
-        """Move buffered log lines into the log widgets (batched)."""
-        self._logs_posted = False
-        self._last_flush = time.monotonic()
-        raw, clean, ranks = self._raw_buf, self._clean_buf, self._ranks_buf
-        self._raw_buf, self._clean_buf, self._ranks_buf = {}, {}, {}
-        cap = self.max_log_lines
-        for step in set(raw) | set(clean) | set(ranks):
-            if step not in self.launch_steps:
-                continue
-            lv = self.query_one(f"#pane-{step}", LaunchPane).log_view
-            if step in raw:
-                lines = raw[step]
-                lv.total_raw += max(0, len(lines) - cap)  # a burst beyond the cap: only the newest are kept
-                lv.add_raw(lines[-cap:])
-            if step in clean:
-                items = clean[step]
-                lv.total_clean += max(0, len(items) - cap)
-                lv.add_clean(items[-cap:])
-            if step in ranks:
-                lv.set_ranks(ranks[step])
-
-    def on_progress_pending(self, _msg: ProgressPending) -> None:
-        self._progress_posted = False
-        latest, self._progress = self._progress, {}
-        for (step, _task), p in latest.items():
-            if step in self.plan.run_steps:
-                self.pane(step).progress(p)
-
-    # -- engine events -----------------------------------------------------------------------------------------
-    def on_engine_event(self, msg: EngineEvent) -> None:
-        e = msg.event
-        step = e.step
-        if isinstance(e, ev.RunStarted):
-            if self.engine is not None:  # show the dataset URL with {sim_hub} etc. resolved
-                self.query_one(DatasetPane).set_url(self.engine.ctx.ph.resolve(self.engine.profile.data["dataset"]["url"]))
-            self._update_header()
-            self._update_hint()
-            return
-        if isinstance(e, ev.StepStarted):
-            if step in self.status:
-                self.query_one(ProfilePane).lock_profile()
-                if e.attempt > 1:  # a retry: the earlier attempt's diagnoses are gone from the report too
-                    self.results_pane.drop_diagnoses(step)
-                self.pane(step).reset()
-                self.set_step_status(step, "running")
-                if self.busy == step and not self._quitting:
-                    self.show_step(step)
-            return
-        if isinstance(e, ev.StepFinished):
-            if step in self.status:
-                self.pane(step).handle(e)
-                self.set_step_status(step, e.status, e.seconds, e.summary)
-                if e.status in ("failed", "unavailable", "interrupted") and self.engine is not None \
-                        and not self._quitting:
-                    self.query_one(ProfilePane).unlock_for_retry(self.engine.profile, self._env_facts(), e.status)
-            self._update_header()
-            return
-        if isinstance(e, ev.RunFinished):
-            self.closed = True
-            self.exit_code = e.exit_code
-            self.run_finished.set()
-            self.results_pane.handle(e)
-            self._update_header()
-            self._update_hint()
-            self.refresh_bindings()
-            return
-        if isinstance(e, ev.Diagnosis):
-            self.results_pane.add_diagnosis(e)
-            if step in self.plan.run_steps:
-                self.pane(step).note_problem(e)
-                if step != "results":
-                    self.pane(step).handle(e)
-            return
-        if isinstance(e, ev.Fact) and e.status == "fail" and step in self.plan.run_steps:
-            self.pane(step).note_problem(e)
-        if isinstance(e, ev.Notice) and not step:
-            if e.level != "info":
-                self.notify(e.text, severity="warning" if e.level == "warning" else "error")
-            return
-        if step in self.plan.run_steps:
-            self.pane(step).handle(e)
-
     # -- step list -------------------------------------------------------------------------------------------
     def on_step_selected(self, msg: StepSelected) -> None:
         if msg.step in self.plan.steps:
@@ -527,74 +367,28 @@ class SpecdecApp(App[int]):
         return self.why_not(action) is None
 
     def why_not(self, action: str) -> str | None:
-        """None when `action` can act in the current state, else one sentence saying why not and what to do."""
+        """None when `action` can act in the current state, else one sentence saying why not and what to do
+        (availability.why_not on a snapshot of this app)."""
         if not self._composed_ok():
             return None
-        pane = self.current_pane_id
-        busy = self.title_of(self.busy) if self.busy else ""
-        if action in ("page_next", "page_prev"):
-            return self._why_not_page(pane)
-        if self.browse is not None and action in ("next", "run_all", "retry", "stop_server"):
-            return (f"{CLOSED_RUN[0].upper()}{CLOSED_RUN[1:]}, so nothing runs and no server starts. A new run "
-                    f"of the same profile: specdec-tui --profile {self.run_dir}/profile.toml")
-        if action in ("next", "run_all"):
-            if self.closed:
-                return "The run has finished: e exports the report, ctrl+q quits."
-            if self.busy:
-                return f"{busy} is running: wait for it, or press s to stop its server."
-            if self.failed_step:
-                return (f"{self.title_of(self.failed_step)} {self.status[self.failed_step]}: r retries it "
-                        "(edit the settings on the Profile pane first).")
-            if self.cursor is None:
-                return "Every step is done: e exports the report."
-            return None
-        if action == "retry":
-            if self.busy:
-                return f"{busy} is running: wait for it, or press s to stop its server."
-            if not self.failed_step:
-                return "Nothing has failed: n runs the next step."
-            return None
-        if action in ("focus_log", "follow", "log_mode", "log_filter"):
-            if pane not in self.launch_steps:
-                if not self.plan.tune:
-                    return "The log belongs to the server steps: select Baseline server or EAGLE3 server."
-                return "The log belongs to the server steps: select Baseline server or one of the EAGLE3 arms."
-            return None
-        if action == "stop_server":
-            return None if self.busy in self.launch_steps else "No server is running."
-        if action == "export":
-            if self.browse is not None:
-                return None
-            if self.engine is None:
-                return "Nothing has run yet: n starts the run."
-            if self.busy:
-                return f"{busy} is running: export when it ends (or stop it with s)."
-            return None
-        if action == "edit_setting":
-            if self.busy:
-                return f"{busy} is running: wait for it, or press s to stop its server."
-            if self.setting_fix() is None:
-                return ("p opens the setting a failed step's fix names; no step has failed with such a fix. The "
-                        "settings are on the Profile pane (select it in the step list).")
-            return None
-        if action == "save_profile":
-            return None if pane == "profile" else "w saves the profile from the Profile pane: select it first."
-        return None
+        return why_not(self.key_state(), action)
 
-    def _why_not_page(self, pane: str) -> str | None:
-        general = "[ and ] page through the workloads of the matrix results, or the log files of a run opened with --open."
-        if pane == "results" and isinstance(self.results_pane, MatrixPane):
-            mp = self.results_pane
-            if mp.matrix is None:
-                return "The matrix appears when the results step has run: " + general
-            if len(mp.workloads) < 2:
-                return f"This run has one workload ({mp.workload}): nothing to page through."
-            return None
-        if self.browse is not None and pane in self.launch_steps:
-            if len(self.pane(pane).log_files) < 2:  # type: ignore[attr-defined]
-                return f"{self.title_of(pane)} has one log file or none: nothing to page through."
-            return None
-        return general
+    def key_state(self) -> KeyState:
+        """The snapshot of this app that `availability.why_not` decides on."""
+        pane = self.current_pane_id
+        failed = self.failed_step
+        res = self.results_pane if pane == "results" else None
+        matrix = MatrixView(res.matrix is not None, len(res.workloads), res.workload) \
+            if isinstance(res, MatrixPane) else None
+        browse = self.browse is not None
+        log_files = len(self.pane(pane).log_files) if browse and pane in self.launch_steps else 0  # type: ignore[attr-defined]
+        return KeyState(
+            pane=pane, pane_title=self.title_of(pane), launch_steps=self.launch_steps, tune=self.plan.tune,
+            busy=self.busy, busy_title=self.title_of(self.busy) if self.busy else "", browse=browse,
+            run_dir=str(self.run_dir) if self.run_dir is not None else None, started=self.engine is not None,
+            closed=self.closed, cursor=self.cursor, failed=failed,
+            failed_title=self.title_of(failed) if failed else "", failed_status=self.status[failed] if failed else "",
+            setting_fix=self.setting_fix() is not None, matrix=matrix, log_files=log_files)
 
     def on_key(self, event) -> None:
         """A key whose action cannot act now says why (its binding is hidden from the footer)."""
@@ -629,144 +423,6 @@ class SpecdecApp(App[int]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
-    # -- a fix that is a setting ---------------------------------------------------------------------------------
-    def setting_fix(self) -> ev.Diagnosis | None:
-        """The failed step's diagnosis whose fix is a setting on the Profile pane (Diagnosis.setting), if any."""
-        f = self.failed_step
-        if not f or f not in self.plan.run_steps:
-            return None
-        from screens.profile import KNOBS
-        knobs = {f"{s}.{k}" for s, k, _l, _t in KNOBS}
-        return next((d for d in self.pane(f).problem_diagnoses if d.setting in knobs), None)
-
-    @staticmethod
-    def _setting_label(setting: str) -> str:
-        from screens.profile import KNOBS
-        return next((label for s, k, label, _t in KNOBS if f"{s}.{k}" == setting), setting)
-
-    def _setting_value(self, setting: str) -> Any:
-        prof = self.engine.profile if self.engine is not None else self.profile
-        section, _, key = setting.partition(".")
-        return (prof.data.get(section) or {}).get(key) if prof is not None else None
-
-    def action_edit_setting(self) -> None:
-        """After a failure whose fix is a setting: show the Profile pane with that field focused."""
-        fix = self.setting_fix()
-        if fix is None:
-            return
-        self.show_step("profile")
-        self.query_one(ProfilePane).focus_setting(fix.setting)
-
-    def _env_facts(self) -> dict[str, Any]:
-        """What the environment step found: its stored facts once it passed, else its failed attempt's own
-        (a TP 8 caught there still knows the cores and the HBM per core)."""
-        if self.engine is None:
-            return {}
-        res = self.engine.results.get("env")
-        facts = dict(res.facts) if res is not None and res.facts else dict(self.engine.ctx.shared.get("env") or {})
-        # Once the checkpoints step has read the models' config.json (passed or refused): their shape, so the
-        # Profile pane refuses as you type what vLLM would refuse (TP vs heads, max_model_len, PP).
-        ck = self.engine.results.get("checkpoints")
-        shape = (ck.facts if ck is not None and ck.facts else self.engine.ctx.shared.get("checkpoints") or {}) \
-            .get("model_shape")
-        if shape:
-            facts["model_shape"] = shape
-        return facts
-
-    def _launch_pane(self) -> LaunchPane | None:
-        pid = self.current_pane_id
-        if pid in self.launch_steps:
-            return self.query_one(f"#pane-{pid}", LaunchPane)
-        return None
-
-    def action_focus_log(self) -> None:
-        lp = self._launch_pane()
-        if lp is not None:
-            lp.log_view.focus()
-
-    def action_follow(self) -> None:
-        lp = self._launch_pane()
-        if lp is not None:
-            lp.log_view.follow = not lp.log_view.follow
-
-    def action_log_mode(self) -> None:
-        lp = self._launch_pane()
-        if lp is not None:
-            lp.log_view.toggle_mode()
-
-    def action_log_filter(self) -> None:
-        lp = self._launch_pane()
-        if lp is not None:
-            lp.log_panel.action_focus_filter()
-
-    def action_page_next(self) -> None:
-        self._page(1)
-
-    def action_page_prev(self) -> None:
-        self._page(-1)
-
-    def _page(self, delta: int) -> None:
-        pane = self.current_pane_id
-        if pane == "results" and isinstance(self.results_pane, MatrixPane):
-            self.results_pane.cycle_workload(delta)
-        elif self.browse is not None and pane in self.launch_steps:
-            self.query_one(f"#pane-{pane}", LaunchPane).page_log(delta)
-
-    def action_show_command(self) -> None:
-        """The exact commands: a launched server's own; after the run (or on --open) every command the run
-        launched, read from the run directory (commands.json); else what the profile will run (the text of
-        --show-commands, tui.core.plan.build), from the first screen on."""
-        from .core.plan.build import recorded_text, recorded_vllm_version, show_commands_text
-
-        lp = self._launch_pane()
-        if lp is not None and lp.command_text:
-            script = str(self.run_dir / f"{lp.step}.command.sh") if self.run_dir else ""
-            self.push_screen(CommandScreen(lp.title, lp.command_text, lp.bench_command_text, script))
-            return
-        if self.run_dir is not None and (self.browse is not None or self.closed):
-            ran = recorded_text(self.run_dir)
-            if ran is not None:
-                name = self.profile.name if self.profile is not None else self.run_dir.name
-                self.push_screen(CommandScreen(f"{name} (ran)", ran, ""))
-                return
-        try:
-            prof = self.engine.profile if self.engine is not None else self.query_one(ProfilePane).current_profile()
-        except ProfileError as exc:
-            self.notify(f"The profile is not valid yet: {exc}", severity="error", timeout=8)
-            return
-        run_dir = str(self.run_dir) if self.run_dir is not None else "./specdec-runs/<run>"  # absolute from the cli
-        env = (self.engine.ctx.shared.get("env") or {}) if self.engine is not None else {}
-        version = env.get("vllm_version")  # what the environment step found, once it has run
-        source = "detected" if version else "unknown"
-        if version is None and self.run_dir is not None:
-            version = recorded_vllm_version(self.run_dir)  # a run directory's env.json (--open, a continued run)
-            source = "recorded" if version else "unknown"
-        text = show_commands_text(prof, run_dir, version, source,
-                                  [env["vllm_python"]] if env.get("vllm_python") else None)
-        self.push_screen(CommandScreen(f"{prof.name} (planned)", text, ""))
-
-    def action_save_profile(self) -> None:
-        pane = self.query_one(ProfilePane)
-        try:
-            prof = self.engine.profile if self.engine is not None else pane.current_profile()
-        except ProfileError as exc:
-            self.notify(f"The profile is not valid: {exc}", severity="error", timeout=8)
-            return
-        default = f"{prof.name}-edited.toml" if pane.edits() and self.engine is None else f"{prof.name}.toml"
-
-        def done(path: str | None) -> None:
-            if not path:
-                return
-            try:
-                saved = save_profile(prof, Path(path))
-            except (OSError, ProfileError) as exc:
-                self.notify(f"Could not save {path}: {exc}", severity="error", timeout=8)
-                return
-            self.notify(f"Saved {saved.source}. Replay: specdec-tui --profile {saved.source} --headless",
-                        timeout=8)
-
-        self.push_screen(SaveProfileScreen(default), done)
-
     # -- running steps ----------------------------------------------------------------------------------------------
     def _ensure_engine(self) -> bool:
         """Accept the edited profile and open the run (Profile step). False when the profile is invalid."""
@@ -781,8 +437,6 @@ class SpecdecApp(App[int]):
             return False
         self.profile = prof
         if self.run_dir is None:
-            from .core.store.rundir import default_run_dir
-
             self.run_dir = default_run_dir(prof.name)
         self.engine = Engine(prof, self.run_dir, self.sink, steps=self.requested_steps)
         pane.lock_profile()
@@ -928,40 +582,6 @@ class SpecdecApp(App[int]):
         if not self._quitting:
             self.notify(f"The {what} has stopped: r runs its step again.", timeout=5)
 
-    def action_export(self) -> None:
-        if self.browse is not None:
-            paths = {k: v for k, v in export_paths(self.browse.path / "report.json").items() if v.is_file()}
-            self.results_pane.set_exports(paths, final=True)
-            self.show_step("results")
-            self.notify("This run is closed (opened with --open): its report is already written: "
-                        + ", ".join(str(p) for p in paths.values()), timeout=8)
-            return
-        if self.engine is None:
-            self.notify("Nothing has run yet.", severity="warning")
-            return
-        if self.busy:
-            self.notify("Wait for the running step to finish (or stop it with s).", severity="warning")
-            return
-        eng = self.engine
-        if self.closed:
-            paths = export_paths(eng.run.file("report.json"))
-            self.results_pane.set_exports(paths, final=True)
-        else:
-            path = eng.interim_report()
-            if path is None:
-                self.notify("The report could not be written (see report.error.log in the run directory).",
-                            severity="error", timeout=8)
-                return
-            paths = export_paths(path)
-            self.results_pane.set_exports(paths, final=False)
-        self.show_step("results")
-        where = {str(p.parent) for p in paths.values()}
-        width = max(16, min(60, self.size.width // 2) - 4)  # a toast's text width (60 columns, at most half)
-        if len(where) == 1:
-            self.notify(f"Wrote {', '.join(paths)} in {shorten_path(where.pop(), width)}", timeout=8)
-        else:
-            self.notify("Wrote " + ", ".join(shorten_path(str(p), width) for p in paths.values()), timeout=8)
-
     # -- quitting -------------------------------------------------------------------------------------------------
     async def action_quit_key(self) -> None:
         """q: the same as ctrl+q (with its confirmation while a server runs); inside a dialog it does nothing."""
@@ -1049,52 +669,12 @@ class SpecdecApp(App[int]):
                         severity="error", timeout=15)
 
 
-def _detach_from_terminal() -> None:
-    """Point stdin/stdout/stderr at /dev/null: writes to a hung-up tty fail (EIO) or block."""
-    try:
-        null = os.open(os.devnull, os.O_RDWR)
-    except OSError:
-        return
-    for fd in (0, 1, 2):
-        try:
-            os.dup2(null, fd)
-        except OSError:
-            pass
-    os.close(null)
-
-
-def _tty_alive(fd: int) -> bool:
-    try:
-        termios.tcgetattr(fd)
-        return True
-    except (termios.error, OSError, ValueError):
-        return False
-
-
-def _watch_terminal(app: SpecdecApp, fd: int, stop: threading.Event) -> None:
-    """EIO/EOF on the tty without a SIGHUP (the app ignored it, or was not the session leader)."""
-    while not stop.wait(TTY_POLL_S):
-        if not _tty_alive(fd):
-            try:
-                app.call_from_thread(app.terminal_lost)
-            except Exception:
-                pass
-            return
-
-
 def run_app(profile: Profile | None, run_dir: str | Path | None, steps: list[str] | None = None,
-            browse: "ClosedRun | None" = None) -> int:
+            browse: ClosedRun | None = None) -> int:
     """Run the interactive app; returns the engine's exit code (130 when the run was interrupted). With
     `browse` (--open RUN_DIR) it shows that finished run read-only and returns 0."""
     app = SpecdecApp(profile=profile, run_dir=run_dir, steps=steps, handle_signals=True, browse=browse)
-    stop_watch = threading.Event()
-    try:
-        tty_fd = sys.__stdin__.fileno() if sys.__stdin__ is not None else -1
-    except (OSError, ValueError):
-        tty_fd = -1
-    if tty_fd >= 0 and os.isatty(tty_fd):
-        threading.Thread(target=_watch_terminal, args=(app, tty_fd, stop_watch), name="tty-watch",
-                         daemon=True).start()
+    stop_watch = watch_tty(app)  # EIO/EOF on the tty without a SIGHUP (terminal.py)
     try:
         result = app.run()
     finally:
