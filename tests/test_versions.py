@@ -45,13 +45,13 @@ def test_at_least(text, minimum, want):
 
 def test_engine_and_simulator_share_it():
     import tui.core.host.sysinfo as sysinfo
-    import tui.sim.bench as sim_bench
+    import tui.sim.bench.args as sim_bench_args
     import tui.sim.serve as sim_serve
     import tui.sim.serve.args as sim_serve_args
     import tui.sim.standin as standin
 
     assert sysinfo.version_tuple is versions.release
-    assert sim_bench.release is versions.release and sim_serve_args.release is versions.release
+    assert sim_bench_args.release is versions.release and sim_serve_args.release is versions.release
     assert standin.release is versions.release
     assert dataset_mode("0.33.0.dev12+g1234") == "custom-from-sonnet"
     assert dataset_mode("0.31.0rc2") == "sonnet"
