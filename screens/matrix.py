@@ -192,7 +192,7 @@ def positions_text(matrix: dict[str, Any], arm_id: str | None, workload: str, wi
     t.append(f" · {workload}", style="dim")
     acc, al = _num(c.get("acceptance_rate")), _num(c.get("acceptance_length"))
     t.append("\n acceptance ")
-    fp, _src = stats.first_position_acceptance(c, arm.get("num_speculative_tokens"))
+    fp, _src = stats.first_position_acceptance(c, stats.arm_k(arm))
     t.append(f"{_f(acc)} %", style=status_style("bold red") if fp is not None and fp < STOP_TUNING_BELOW else "")
     t.append("  length ")
     t.append(_f(al, 2))

@@ -154,7 +154,7 @@ class SpecdecApp(EnginePump, PaneActions, TerminalLoss, App[int]):
         if sid == "results":
             if plan.tune:
                 return MatrixPane()
-            return ResultsPane(p.data["speculative"]["num_speculative_tokens"] if p else None)
+            return ResultsPane(p.speculative.num_speculative_tokens if p else None)
         return LaunchPane(sid, plan.pane_titles.get(sid, sid), self.max_log_lines)
 
     def _init_status(self, plan: StepPlan) -> None:
@@ -357,7 +357,7 @@ class SpecdecApp(EnginePump, PaneActions, TerminalLoss, App[int]):
             self.query_one(DatasetPane).set_url(msg.profile.data["dataset"]["url"])
             res = self.results_pane
             if isinstance(res, ResultsPane):
-                res.num_spec = msg.profile.data["speculative"]["num_speculative_tokens"]
+                res.num_spec = msg.profile.speculative.num_speculative_tokens
 
     # -- bindings ------------------------------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -443,7 +443,7 @@ class SpecdecApp(EnginePump, PaneActions, TerminalLoss, App[int]):
         self.set_step_status("profile", "passed", 0.0, prof.name)
         res = self.results_pane
         if isinstance(res, ResultsPane):
-            res.num_spec = prof.data["speculative"]["num_speculative_tokens"]
+            res.num_spec = prof.speculative.num_speculative_tokens
         self._run_started_at = time.monotonic()
         return True
 

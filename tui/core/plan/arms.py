@@ -7,19 +7,23 @@ named draft × `num_speculative_tokens` (ids such as `eagle3-k2`, or `eagle3-k2-
 named), each benchmarked `repeats` times on every workload, then the results step compares them all.
 
 Arms are steps: the engine runs, retries, resumes and reports each like any other step, and a front end
-shows one pane per arm. This module only plans them; `arm_profile` gives the profile an arm runs with.
+shows one pane per arm. This module only plans them. A speculative arm carries its own `SpeculativeSettings`
+(`Arm.speculative`: the profile's [speculative] table with the arm's method, draft and k), which its server
+argv is built from together with the profile (`commands.serve_argv(profile, arm.speculative)`); no arm needs a
+profile of its own.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tui.core.plan.commands import serve_argv
 from tui.core.events import STEP_IDS, STEP_TITLES
 from tui.core.profile.model import Profile
+from tui.core.profile.sections import SpeculativeSettings
 
 METHOD_TITLES = {"eagle3": "EAGLE3", "eagle": "EAGLE"}
 PRE_STEPS = ("env", "checkpoints", "dataset")
@@ -31,17 +35,27 @@ class Arm:
     title: str  # "EAGLE3 k=2 (redhat)"
     short: str  # "k=2 redhat": a column heading that fits 80 columns
     kind: str  # "baseline" | "speculative"
-    method: str | None = None
-    draft: str | None = None  # the draft model (repo id or path)
+    speculative: SpeculativeSettings | None = None  # the arm's --speculative-config; None for the baseline
     draft_name: str | None = None  # the [tune.drafts] name, None for the profile's own draft
-    num_speculative_tokens: int | None = None
 
     @property
-    def speculative(self) -> bool:
-        return self.kind == "speculative"
+    def method(self) -> str | None:
+        return self.speculative.method if self.speculative else None
+
+    @property
+    def draft(self) -> str | None:
+        """The draft model (repo id or path)."""
+        return self.speculative.model if self.speculative else None
+
+    @property
+    def num_speculative_tokens(self) -> int | None:
+        return self.speculative.num_speculative_tokens if self.speculative else None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The arm as report.json and the run's facts write it (keys unchanged: report.json's `arms`)."""
+        return {"id": self.id, "title": self.title, "short": self.short, "kind": self.kind, "method": self.method,
+                "draft": self.draft, "draft_name": self.draft_name,
+                "num_speculative_tokens": self.num_speculative_tokens}
 
 
 def is_tune(profile: Profile) -> bool:
@@ -50,20 +64,19 @@ def is_tune(profile: Profile) -> bool:
 
 def _drafts(profile: Profile) -> list[tuple[str | None, str, str]]:
     """[(name, model, method)]: the [tune.drafts] tables, else the profile's own draft."""
-    sp = profile.data["speculative"]
+    sp = profile.speculative
     named = (profile.data.get("tune") or {}).get("drafts") or {}
     if not named:
-        return [(None, profile.draft_model, sp["method"])]
-    return [(name, d["model"], d.get("method", sp["method"])) for name, d in named.items()]
+        return [(None, sp.model, sp.method)]
+    return [(name, d["model"], d.get("method", sp.method)) for name, d in named.items()]
 
 
 def arms_of(profile: Profile) -> list[Arm]:
     """The arms of a run, baseline first."""
     base = Arm("baseline", STEP_TITLES["baseline"], "baseline", "baseline")
-    sp = profile.data["speculative"]
+    sp = profile.speculative
     if not is_tune(profile):
-        return [base, Arm("eagle3", STEP_TITLES["eagle3"], "eagle3", "speculative", sp["method"], profile.draft_model,
-                          None, sp["num_speculative_tokens"])]
+        return [base, Arm("eagle3", STEP_TITLES["eagle3"], "eagle3", "speculative", sp)]
     drafts = _drafts(profile)
     out = [base]
     for name, model, method in drafts:
@@ -72,7 +85,7 @@ def arms_of(profile: Profile) -> list[Arm]:
             mt = METHOD_TITLES.get(method, method)
             suffix = f" ({name})" if name and len(drafts) > 1 else ""
             out.append(Arm(sid, f"{mt} k={k}{suffix}", f"k={k}" + (f" {name}" if suffix else ""), "speculative",
-                           method, model, name, k))
+                           replace(sp, method=method, model=model, num_speculative_tokens=k), name))
     return out
 
 
@@ -93,14 +106,6 @@ def step_title(sid: str, profile: Profile | None = None) -> str:
     if arm is not None and arm.speculative:
         return arm.title
     return STEP_TITLES.get(sid, sid)
-
-
-def arm_profile(profile: Profile, arm: Arm) -> Profile:
-    """The profile this arm's server runs with: the speculative table set to the arm's method, draft and k."""
-    if not arm.speculative or not is_tune(profile):
-        return profile
-    return profile.with_values({"speculative.method": arm.method, "speculative.model": arm.draft,
-                                "speculative.num_speculative_tokens": arm.num_speculative_tokens})
 
 
 def workloads_of(profile: Profile) -> list[str]:
@@ -127,9 +132,8 @@ def is_arm_step(profile: Profile, sid: str) -> bool:
 def fingerprint(profile: Profile, arm: Arm) -> str:
     """What an arm's numbers depend on: its server argv, the benchmark settings, workloads and repeats. A run
     directory continued later keeps an arm that finished only while this is unchanged."""
-    prof = arm_profile(profile, arm)
     t = dict(profile.data.get("tune") or {})
-    payload = {"serve": serve_argv(prof, arm.speculative), "benchmark": profile.data["benchmark"],
+    payload = {"serve": serve_argv(profile, arm.speculative), "benchmark": profile.data["benchmark"],
                "smoke": profile.data["smoke"], "workloads": t.get("workloads"), "repeats": t.get("repeats"),
                "probe_prompts": t.get("probe_prompts"), "prompts_file": t.get("prompts_file"), "arm": arm.as_dict(),
                "seeds": [t.get("seed", 0), t.get("vary_seed", True)]}  # the bench --seed of each repeat

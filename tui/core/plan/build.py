@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.plan import commands as cmd
-from tui.core.plan.arms import arm_profile, arms_of, is_tune, repeats_of, result_name, workloads_of
+from tui.core.plan.arms import arms_of, is_tune, repeats_of, result_name, workloads_of
 from tui.core.plan.commands import CUSTOM_JSONL, DATASET_MODE_LABELS, Placeholders, dataset_mode, format_command
 from tui.core.host.interpreter import find_server_interpreter
 from tui.core.profile.model import Profile
+from tui.core.profile.sections import SpeculativeSettings
 from tui.core.plan.workloads import Workload, WorkloadError, _label, resolve_workload, serve_flags_for_per_request
 
 DEFAULT_RUN_DIR = "./specdec-runs/<run>"
@@ -88,13 +89,13 @@ def prepare_argv(profile: Profile, ph: Placeholders | None = None) -> list[str]:
     return cmd.prepare_argv(profile, ph)
 
 
-def serve_argv(profile: Profile, speculative: bool, vllm_version: str | None,
+def serve_argv(profile: Profile, speculative: SpeculativeSettings | bool | None, vllm_version: str | None,
                ph: Placeholders | None = None) -> list[str]:
     """The server argv: the tutorial's `vllm serve` (commands.serve_argv) and, on a tune run's speculative arm
     with vLLM >= 0.29, `--per-request-spec-decode-metrics summary` (the probe's per-request metrics)."""
     argv = cmd.serve_argv(profile, speculative, ph)
     if is_tune(profile):
-        argv += serve_flags_for_per_request(vllm_version, speculative)
+        argv += serve_flags_for_per_request(vllm_version, bool(speculative))
     return argv
 
 
@@ -201,11 +202,10 @@ def build_plan(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_version: s
     wls = workloads_of(profile) if tune else ["sonnet"]
     repeats = repeats_of(profile) if tune else 1
     for arm in arms_of(profile):
-        prof = arm_profile(profile, arm)
         what = "baseline" if not arm.speculative else (arm.title if tune else "EAGLE3")  # the tutorial's words
         step_no = "Step 1" if arm.id == "baseline" else ("Step 2" if not tune else "Step 3")
         out.append(PlannedCommand(arm.id, "serve", f"{step_no}: {what} server" + (f" ({arm.id})" if tune and
-                                  arm.speculative else ""), tuple(serve_argv(prof, arm.speculative, vllm_version, ph)),
+                                  arm.speculative else ""), tuple(serve_argv(profile, arm.speculative, vllm_version, ph)),
                                   env))
         for wl in wls:
             w = None if not tune or wl == "sonnet" else planned_workload(profile, wl, ph)
@@ -216,7 +216,7 @@ def build_plan(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_version: s
                 title = f"{step_no}: {what} benchmark"
                 if tune:
                     title += f", workload {wl} (r{r} of {repeats}, seed {seed})"
-                out.append(PlannedCommand(arm.id, "bench", title, tuple(bench_argv(prof, res, path, vllm_version, ph,
+                out.append(PlannedCommand(arm.id, "bench", title, tuple(bench_argv(profile, res, path, vllm_version, ph,
                                                                                    workload=w, repeat=r)),
                                           workload=wl, repeat=r, seed=seed))
     return RunPlan(profile.name, run_dir, vllm_version, mode, out)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.profile.model import Profile
+from tui.core.profile.sections import SpeculativeSettings
 from tui.core.versions import at_least
 
 # Environment defaults the engine adds when the profile does not set them: a cold gpt-oss-120b +
@@ -130,20 +131,34 @@ def target_model(profile: Profile, ph: Placeholders | None = None) -> str:
 
 def draft_model(profile: Profile, ph: Placeholders | None = None) -> str:
     """speculative.model (or models.draft) as vLLM gets it (placeholders resolved)."""
-    return (ph or Placeholders()).resolve(profile.draft_model)
+    return (ph or Placeholders()).resolve(profile.speculative.model)
 
 
-def speculative_config(profile: Profile, ph: Placeholders | None = None) -> dict[str, Any]:
-    sp = profile.speculative
-    cfg: dict[str, Any] = {"method": sp.method, "model": draft_model(profile, ph),
+def speculative_settings(profile: Profile, speculative: SpeculativeSettings | bool | None) -> SpeculativeSettings | None:
+    """The settings of a server: an arm's own (`Arm.speculative`), True for the profile's [speculative] table,
+    False or None for the baseline (no --speculative-config)."""
+    if isinstance(speculative, SpeculativeSettings):
+        return speculative
+    return profile.speculative if speculative else None
+
+
+def speculative_config(profile: Profile, ph: Placeholders | None = None,
+                       speculative: SpeculativeSettings | None = None) -> dict[str, Any]:
+    """The JSON of --speculative-config: `speculative` (an arm's settings), else the profile's [speculative]."""
+    sp = speculative or profile.speculative
+    cfg: dict[str, Any] = {"method": sp.method, "model": (ph or Placeholders()).resolve(sp.model),
                            "num_speculative_tokens": sp.num_speculative_tokens}
     if sp.draft_tensor_parallel_size:
         cfg["draft_tensor_parallel_size"] = sp.draft_tensor_parallel_size
     return cfg
 
 
-def serve_argv(profile: Profile, speculative: bool, ph: Placeholders | None = None) -> list[str]:
+def serve_argv(profile: Profile, speculative: SpeculativeSettings | bool | None,
+               ph: Placeholders | None = None) -> list[str]:
+    """The `vllm serve` argv of the profile's [server]; with --speculative-config from `speculative` (an arm's
+    settings, True for the profile's own; False or None: the baseline)."""
     ph = ph or Placeholders()
+    spec = speculative_settings(profile, speculative)
     s = profile.server
     argv = server_prefix(profile, ph) + ["serve", target_model(profile, ph)]
     if s.dtype != "auto":
@@ -163,8 +178,8 @@ def serve_argv(profile: Profile, speculative: bool, ph: Placeholders | None = No
         argv += ["--hf-overrides", _json(ph.resolve_tree(s.hf_overrides))]
     if s.additional_config:
         argv += ["--additional-config", _json(ph.resolve_tree(s.additional_config))]
-    if speculative:
-        argv += ["--speculative-config", _json(speculative_config(profile, ph))]
+    if spec is not None:
+        argv += ["--speculative-config", _json(speculative_config(profile, ph, spec))]
     argv += ["--host", ph.resolve(s.host), "--port", str(s.port)]
     return argv
 

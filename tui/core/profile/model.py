@@ -42,6 +42,7 @@ from tui.core.host.placement import PlacementError, aligned_ranges, parse_visibl
 from tui.core.profile.errors import ProfileError
 from tui.core.profile.schema import (OPTIONAL_TABLES, PLATFORMS, SCHEMA, SIM_FAULTS, _KIND_WORDS, _TABLE_TITLES, PerPlatform,
                                      _method_allowed, _method_check, _show, _type_ok)
+from tui.core.profile.sections import ServerSettings, SpeculativeSettings
 from tui.core.profile.values import check_values  # values JSON/argv/env cannot carry (dates, NaN, NUL)
 
 import tomli_w
@@ -79,8 +80,28 @@ class Profile:
         return "simulation" in self.raw or "stand_in" in self.raw
 
     @property
+    def speculative(self) -> SpeculativeSettings:
+        """The [speculative] table, typed, with the draft filled in (speculative.model, else models.draft)."""
+        sp = self.data["speculative"]
+        return SpeculativeSettings.from_table({**sp, "model": sp["model"] or self.data["models"]["draft"]})
+
+    @property
+    def server(self) -> ServerSettings:
+        """The [server] table, typed (a copy: changing it changes nothing in the profile)."""
+        return ServerSettings.from_table(self.data["server"])
+
+    @property
     def draft_model(self) -> str:
-        return self.data["speculative"]["model"] or self.data["models"]["draft"]
+        return self.speculative.model
+
+    def with_server(self, server: ServerSettings) -> "Profile":
+        """This profile with its [server] table replaced, without loading or checking it again (the settings
+        are typed values of an already validated profile: a parallel arm's port and NEURON_VISIBLE_DEVICES)."""
+        table = server.as_table()
+        changed = {k: v for k, v in table.items() if self.data["server"].get(k) != v}
+        raw = copy.deepcopy(self.raw)
+        raw.setdefault("server", {}).update(copy.deepcopy(changed))
+        return Profile(name=self.name, source=self.source, data={**self.data, "server": table}, raw=raw)
 
     def to_toml(self) -> str:
         """The profile as TOML (only the keys the author set, plus edits). Loads back to an equal Profile."""
@@ -99,6 +120,9 @@ class Profile:
 
 
 class _Section:
+    """The tables not yet typed (models, dataset, benchmark, smoke, environment, ...): attribute access to the
+    validated dict. [speculative] and [server] are typed (profile/sections.py)."""
+
     def __init__(self, d: dict[str, Any]):
         self._d = d
 

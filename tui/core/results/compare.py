@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any, Sequence
+from tui.core.results.stats import arm_k
 from tui.core.store.schema import report_problem
 
 SCHEMA_PREFIX = "specdec-tui/report/"
@@ -116,7 +117,7 @@ def columns_of(rep: dict[str, Any], label: str) -> list[dict[str, Any]]:
                 btput = (bc.get("output_throughput") or {})
                 out.append({**base, "arm": a["id"] if a else None, "workload": wl,
                             "draft": (a or {}).get("draft_name") or (a or {}).get("draft"),
-                            "method": (a or {}).get("method"), "k": (a or {}).get("num_speculative_tokens"),
+                            "method": (a or {}).get("method"), "k": arm_k(a),
                             "baseline_tok_s": _num(btput.get("mean")), "baseline_ci95": btput.get("ci95"),
                             "spec_tok_s": _num(tput.get("mean")), "spec_ci95": tput.get("ci95"),
                             "speedup": _num(sp.get("ratio")), "speedup_ci95": sp.get("ci95"),
@@ -135,7 +136,7 @@ def columns_of(rep: dict[str, Any], label: str) -> list[dict[str, Any]]:
     comp = rep.get("comparison") or {}
     return [{**base, "arm": "eagle3", "workload": "sonnet" if runs else None,
              "draft": models.get("draft") or st.get("draft"), "method": st.get("method"),
-             "k": st.get("num_speculative_tokens"),
+             "k": arm_k(st),
              "baseline_tok_s": _num(b.get("output_throughput")), "baseline_ci95": None,
              "spec_tok_s": _num(e.get("output_throughput")), "spec_ci95": None,
              "speedup": _num(comp.get("output_throughput_speedup")), "speedup_ci95": None,

@@ -82,13 +82,20 @@ def _fmt_ci(ci: Sequence[float] | None, nd: int = 1) -> str:
     return f"[{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]" if ci else "(no interval)"
 
 
+def arm_k(arm: dict[str, Any] | None) -> int | None:
+    """An arm's k: its `num_speculative_tokens` as report.json's `arms` carry it (Arm.as_dict, ARM_KEYS), or,
+    for a two-arm report's settings, the profile's. The one place the stats, the comparison and the panes
+    read k from; None for the baseline."""
+    return (arm or {}).get("num_speculative_tokens")
+
+
 def arm_label(arm: dict[str, Any], arms: Sequence[dict[str, Any]]) -> str:
     """How texts name an arm: "baseline", "k = 2", or with the draft / method where the spec arms differ in
     them ("k = 2 (stevenabreu7)", "eagle k = 1")."""
     if arm.get("kind") == "baseline":
         return "baseline"
     spec = [a for a in arms if a.get("kind") != "baseline"]
-    k = arm.get("num_speculative_tokens")
+    k = arm_k(arm)
     base = f"k = {k}" if k is not None else str(arm.get("title") or arm.get("id"))
     if len({a.get("method") for a in spec}) > 1 and arm.get("method"):
         base = f"{arm['method']} {base}"
@@ -102,7 +109,7 @@ def _overlaps(a: Sequence[float] | None, b: Sequence[float] | None) -> bool:
 
 
 def _k(arm: dict[str, Any]) -> float:
-    k = arm.get("num_speculative_tokens")
+    k = arm_k(arm)
     return float(k) if isinstance(k, (int, float)) and not isinstance(k, bool) else math.inf
 
 
@@ -202,7 +209,7 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
             return f"{sp['ratio']:.2f}x (interval unbounded)"
         return f"{sp['ratio']:.2f}x (one repeat: no interval)"
 
-    fpa = {a["id"]: first_position_acceptance(c(a["id"]), a.get("num_speculative_tokens")) for a in spec}
+    fpa = {a["id"]: first_position_acceptance(c(a["id"]), arm_k(a)) for a in spec}
     measured = [a for a in spec if fpa[a["id"]][0] is not None]
     if measured and len(measured) == len(spec) and all(fpa[a["id"]][0] < STOP_TUNING_ACCEPTANCE for a in measured):
         accs = ", ".join(f"{lab(a)}: {fpa[a['id']][0]:.1f}%" for a in measured)
@@ -337,7 +344,7 @@ def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, 
             cells[a["id"]][wl] = cell(
                 reps, baseline_repeats=base_reps if spec and base_reps else None,
                 probe=(facts.get("probe") or {}).get(wl), baseline_probe=(base_facts.get("probe") or {}).get(wl),
-                method=a.get("method"), k=a.get("num_speculative_tokens"), speculative=spec)
+                method=a.get("method"), k=arm_k(a), speculative=spec)
     rec = {wl: recommend(arms_out, cells, wl) for wl in workloads}
     nf = {}
     coverage = {}
@@ -431,7 +438,7 @@ def matrix_rows(matrix: dict[str, Any], workload: str, width: int = 120) -> list
 
     def predictor(a: dict[str, Any]) -> dict[str, Any] | None:
         """The arm of the same method and draft with the largest k that predicts this arm's k."""
-        k = a.get("num_speculative_tokens")
+        k = arm_k(a)
         same = [b for b in arms if spec(b) and b.get("method") == a.get("method") and b.get("draft") == a.get("draft")
                 and str(k) in (cl(b).get("predicted_al") or {})]
         return max(same, key=_k, default=None)
@@ -442,7 +449,7 @@ def matrix_rows(matrix: dict[str, Any], workload: str, width: int = 120) -> list
         c = cl(a)
         meas = _num(c.get("acceptance_length"), 2)
         src = predictor(a)
-        p = (cl(src).get("predicted_al") or {}).get(str(a.get("num_speculative_tokens"))) if src else None
+        p = (cl(src).get("predicted_al") or {}).get(str(arm_k(a))) if src else None
         if p is None:
             p = (c.get("al_check") or {}).get("from_marginals")
         return f"{meas}/{_num(p, 2)}" if p is not None else meas

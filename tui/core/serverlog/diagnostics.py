@@ -14,6 +14,7 @@ from typing import Any, Iterable
 
 from tui.core.events import Diagnosis, Severity
 from tui.core.serverlog.logparse import evidence_rank, rank_evidence
+from tui.core.profile.sections import SpeculativeSettings
 
 
 @dataclass(frozen=True)
@@ -482,18 +483,21 @@ class ServeFacts:
     QUOTED_ENV = ("VLLM_CPU_KVCACHE_SPACE", "CUDA_VISIBLE_DEVICES")
 
     @classmethod
-    def from_profile(cls, prof: Any, speculative: bool = False, env: dict[str, str] | None = None,
-                     vllm_python: str | None = None) -> "ServeFacts":
+    def from_profile(cls, prof: Any, speculative: SpeculativeSettings | bool = False,
+                     env: dict[str, str] | None = None, vllm_python: str | None = None) -> "ServeFacts":
+        """`speculative`: the server's settings (an arm's), True for the profile's own, False: the baseline."""
         platform = getattr(prof, "platform", None) or prof.data.get("platform", "neuron")
         s = prof.data.get("server", {})
         spec = prof.data.get("speculative", {})
         env = env or {}
         draft = spec.get("model") or prof.data.get("models", {}).get("draft", "")
+        if isinstance(speculative, SpeculativeSettings):  # an arm's own draft and method
+            spec, draft = {"method": speculative.method}, speculative.model
         return cls(platform=str(platform), tp=int(s.get("tensor_parallel_size", 1)),
                    max_model_len=s.get("max_model_len"), max_num_seqs=s.get("max_num_seqs"),
                    env=tuple((k, env[k]) for k in cls.QUOTED_ENV if k in env),
                    vllm_python=vllm_python, target=prof.data.get("models", {}).get("target", ""), draft=draft,
-                   method=spec.get("method", ""), speculative=speculative,
+                   method=spec.get("method", ""), speculative=bool(speculative),
                    startup_timeout_s=s.get("startup_timeout_s"))
 
     def env_value(self, name: str) -> str | None:

@@ -10,9 +10,10 @@ Everything an arm records comes from the server's or the bench's own output: the
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from tui.core.plan.arms import arm_by_id, arm_profile, arms_of, fingerprint, repeats_of, result_name, workloads_of
+from tui.core.plan.arms import arm_by_id, arms_of, fingerprint, repeats_of, result_name, workloads_of
 from tui.core.events import ArmProgress, Diagnosis, Fact, Notice
 from tui.core.steps.base import StepContext, StepResult
 from tui.core.steps.server import ServerRun
@@ -141,13 +142,11 @@ class LaunchPool:
             self.launched[arm.id] = (sr, task, held, slot)
 
     def _server(self, arm: Any, cores: tuple[int, ...], port: int, held: list[Any] | None) -> ServerRun:
-        prof = arm_profile(self.ctx.profile, arm)
-        env = dict(prof.data["server"]["env"], NEURON_VISIBLE_DEVICES=format_range(cores))
-        prof = prof.with_values({"server.port": port, "server.env": env})
+        server = self.ctx.profile.server
+        env = dict(server.env, NEURON_VISIBLE_DEVICES=format_range(cores))
+        prof = self.ctx.profile.with_server(dataclasses.replace(server, port=port, env=env))
         ctx = self.ctx
         if held is not None:  # an early launch: facts and diagnoses wait for the arm's step (take())
-            import dataclasses
-
             main_emit = self.ctx.emit
 
             def emit(e: Any) -> None:
@@ -236,7 +235,7 @@ def _pool(ctx: StepContext, arm: Any) -> LaunchPool | None:
     arms = [a for a in arms_of(ctx.profile) if todo is None or a.id in todo]
     arms = arms[[a.id for a in arms].index(arm.id):] if arm in arms else [arm]
     facts = core_facts(ctx.shared.get("env") or {})
-    tp, pp = int(s.tensor_parallel_size), int(s.get("pipeline_parallel_size", 1))
+    tp, pp = int(s.tensor_parallel_size), int(s.pipeline_parallel_size)
     avail = (ctx.shared.get("env") or {}).get("host_ram_available")
     ram_free = avail / (1 << 30) if isinstance(avail, (int, float)) else None
 
@@ -269,7 +268,7 @@ async def run(ctx: StepContext, sid: str) -> StepResult:
     if arm is None:  # the engine only runs the profile's own steps
         return StepResult("failed", f"{sid} is not an arm of profile {ctx.profile.name}")
     pool = _pool(ctx, arm)
-    sr = ServerRun(ctx, sid, arm.speculative, profile=arm_profile(ctx.profile, arm))
+    sr = ServerRun(ctx, sid, arm.speculative)
     sr.vllm_version = await vllm_version(ctx)
     if not await prepare_bench_dataset(ctx, sr):
         return sr.facts.result(sr.result_facts)

@@ -120,7 +120,7 @@ async def run(ctx: StepContext) -> StepResult:
     diags += dg.acceptance_rules("results", e.get("acceptance_rate"), e.get("acceptance_length"),
                                  e.get("per_position_acceptance"),
                                  pair=dg.checkpoint_pair(ctx.shared.get("checkpoints")))
-    diags += dg.throughput_rule("results", b, e, k=ctx.profile.data["speculative"]["num_speculative_tokens"])
+    diags += dg.throughput_rule("results", b, e, k=ctx.profile.speculative.num_speculative_tokens)
     for d in diags:
         ctx.emit(d)
 

@@ -18,11 +18,12 @@ import httpx
 
 from tui.core.serverlog import diagnostics as dg
 from tui.core.plan import build as plan
-from tui.core.plan.commands import base_url, format_command, target_model
+from tui.core.plan.commands import base_url, format_command, speculative_settings, target_model
 from tui.core.events import Command, Notice
 from tui.core.serverlog.logwatch import ServeLogWatcher, cache_counts
 from tui.core.proc.supervisor import ManagedProcess, port_free, port_holder, wait_port_free
 from tui.core.host.sysinfo import bind_problem
+from tui.core.profile.sections import SpeculativeSettings
 from tui.core.steps.base import FactRecorder, StepContext, StepResult
 from tui.core.steps.bench import prepare_bench_dataset, run_benchmark, vllm_version
 
@@ -50,11 +51,16 @@ def _counting_check(prompt: str, text: str) -> tuple[bool, str]:
 
 
 class ServerRun:
-    def __init__(self, ctx: StepContext, step: str, speculative: bool, profile: Any = None):
+    def __init__(self, ctx: StepContext, step: str, speculative: SpeculativeSettings | bool | None,
+                 profile: Any = None):
+        """`speculative`: the server's speculative settings (an arm's `Arm.speculative`; True for the profile's
+        own; False or None for the baseline). `profile`: the run's profile, or one with another [server] table
+        (a parallel arm's port and cores: Profile.with_server)."""
         self.ctx = ctx
         self.step = step
-        self.speculative = speculative
-        self.prof = profile if profile is not None else ctx.profile  # an arm's own profile (arms.arm_profile)
+        self.prof = profile if profile is not None else ctx.profile
+        self.spec = speculative_settings(self.prof, speculative)
+        self.speculative = self.spec is not None
         self.facts = FactRecorder(ctx, step)
         self.url = base_url(self.prof)
         self.proc: ManagedProcess | None = None
@@ -74,7 +80,7 @@ class ServerRun:
     def serve_facts(self) -> dg.ServeFacts:
         env = self.proc.env if self.proc is not None else self.ctx.environ
         envf = self.ctx.shared.get("env") or {}
-        facts = dg.ServeFacts.from_profile(self.prof, self.speculative, env, envf.get("vllm_python"))
+        facts = dg.ServeFacts.from_profile(self.prof, self.spec, env, envf.get("vllm_python"))
         return dataclasses.replace(facts, cache_key=self.watcher.last_cache_miss if self.watcher else None,
                                    cache_dir=envf.get("compile_cache_dir"))
 
@@ -105,7 +111,7 @@ class ServerRun:
                 self.diag(dg.make("port-in-use", self.step, [f"{s.host}:{s.port} is in use{who}"],
                                   host=s.host, port=s.port))
                 return False
-        argv = plan.serve_argv(self.prof, self.speculative, self.vllm_version, self.ctx.ph)
+        argv = plan.serve_argv(self.prof, self.spec, self.vllm_version, self.ctx.ph)
         extra_env = plan.serve_env(self.prof, self.ctx.ph)
         env = self._child_env(extra_env)
         cmd_text = format_command(argv, extra_env)

@@ -1,0 +1,56 @@
+"""The typed profile sections (profile/sections.py) and the arms that carry them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tui.core.plan.arms import arms_of
+from tui.core.plan.commands import serve_argv, speculative_config
+from tui.core.profile.model import load_profile
+from tui.core.profile.schema import SCHEMA
+from tui.core.profile.sections import ServerSettings, SpeculativeSettings
+from tui.core.results.stats import ARM_KEYS, arm_k
+
+
+@pytest.mark.parametrize("cls,table", [(SpeculativeSettings, "speculative"), (ServerSettings, "server")])
+def test_a_section_has_exactly_the_schemas_keys(cls, table):
+    assert [f.name for f in dataclasses.fields(cls)] == list(SCHEMA[table])
+
+
+def test_the_profiles_sections_are_frozen_values_with_the_draft_filled_in():
+    prof = load_profile("demo")
+    sp = prof.speculative
+    assert sp == SpeculativeSettings(prof.data["speculative"]["method"], prof.draft_model,
+                                     prof.data["speculative"]["num_speculative_tokens"],
+                                     prof.data["speculative"]["draft_tensor_parallel_size"])
+    assert sp.model == (prof.data["speculative"]["model"] or prof.data["models"]["draft"])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sp.num_speculative_tokens = 5  # type: ignore[misc]
+    prof.server.env["X"] = "1"  # a copy: the profile is unchanged
+    assert "X" not in prof.data["server"]["env"]
+
+
+def test_each_tune_arm_carries_its_own_settings_and_its_argv_is_built_from_them():
+    prof = load_profile("tune-demo")
+    spec = [a for a in arms_of(prof) if a.speculative is not None]
+    assert [a.num_speculative_tokens for a in spec] == prof.data["tune"]["num_speculative_tokens"] * (
+        len((prof.data["tune"].get("drafts") or {})) or 1)
+    for a in spec:
+        assert a.speculative == dataclasses.replace(prof.speculative, method=a.method, model=a.draft,
+                                                    num_speculative_tokens=a.num_speculative_tokens)
+        assert speculative_config(prof, None, a.speculative)["num_speculative_tokens"] == a.num_speculative_tokens
+        assert f'"num_speculative_tokens": {a.num_speculative_tokens}' in " ".join(serve_argv(prof, a.speculative))
+        assert set(a.as_dict()) == set(ARM_KEYS) - {"status"} | {"short"}
+        assert arm_k(a.as_dict()) == a.num_speculative_tokens
+    base = arms_of(prof)[0]
+    assert base.speculative is None and "--speculative-config" not in serve_argv(prof, base.speculative)
+
+
+def test_with_server_changes_one_table_without_loading_the_profile_again():
+    prof = load_profile("demo")
+    moved = prof.with_server(dataclasses.replace(prof.server, port=prof.server.port + 1))
+    assert moved.server.port == prof.server.port + 1 and moved.raw["server"]["port"] == prof.server.port + 1
+    assert moved.speculative == prof.speculative and prof.server.port == prof.data["server"]["port"]
+    assert serve_argv(moved, False)[-1] == str(prof.server.port + 1)
