@@ -58,19 +58,6 @@ def bench_seed(profile: Profile, repeat: int) -> int | None:
     return base + (int(repeat) - 1) if vary_seed(profile) else base
 
 
-def _planned_coverage(profile: Profile) -> str:
-    """What the planned repeats' intervals will cover, from the seeds the plan passes (--show-commands' header;
-    the report says the same from the seeds the repeats recorded: stats.interval_coverage)."""
-    seeds = [bench_seed(profile, r) for r in range(1, repeats_of(profile) + 1)]
-    seeds = [s for s in seeds if s is not None]
-    if not seeds:
-        return "one benchmark per arm with vLLM's default seed (0)."
-    if len(set(seeds)) > 1:
-        return (f"prompt sampling and run-to-run timing: each repeat draws its prompts with its own --seed "
-                f"({seeds[0]}..{seeds[-1]}).")
-    return f"run-to-run timing only: every repeat sends the same prompts (--seed {seeds[0]}, tune.vary_seed = false)."
-
-
 def custom_pool_size(profile: Profile) -> int:
     """How many sonnet prompts the custom JSONL holds: benchmark.num_prompts, times the repeats when seeds vary
     (each seed then shuffles the pool and the bench takes a different num_prompts of it)."""
@@ -244,8 +231,11 @@ def show_commands_text(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_ve
     parts = [_version_head(profile, vllm_version, version_source),
              f"# Dataset: {DATASET_MODE_LABELS[plan.dataset_mode]}"]
     if is_tune(profile):
-        parts.append(f"# Repeats: {repeats_of(profile)} per arm and workload; intervals cover "
-                     f"{_planned_coverage(profile)}")
+        # the seeds as planned; what the intervals then cover is the report's to say, from the seeds that ran
+        seeds = [bench_seed(profile, r) for r in range(1, repeats_of(profile) + 1)]
+        parts.append(f"# Repeats: {repeats_of(profile)} per arm and workload, bench --seed "
+                     f"{', '.join(str(s) for s in seeds)}"
+                     + ("" if len(set(seeds)) > 1 else " (tune.vary_seed = false: every repeat sends the same prompts)"))
     parts.append("")
     for c in plan.commands:
         parts.append(f"# {c.title}")
