@@ -226,6 +226,34 @@ class ArmProgress(Event):
 
 
 @dataclass(frozen=True)
+class BenchSample(Event):
+    """One window of the server's /metrics while a bench runs (about a second): counter deltas over the
+    window, so acceptance and throughput can be drawn over time. `label` names the bench ("sonnet c4 r2",
+    or "" for a two-arm run's one bench); `t_s` is the window's end in seconds since the bench started.
+    acceptance_rate is vLLM's (accepted / draft tokens, percent), None when no draft ran in the window or the
+    server is not speculative; per_position holds the window's per-position acceptance (percent)."""
+
+    label: str
+    t_s: float
+    window_s: float
+    generation_tokens: int
+    tokens_per_s: float
+    acceptance_rate: float | None = None
+    acceptance_length: float | None = None
+    per_position: tuple[float, ...] = ()
+    concurrency: int | None = None
+
+
+@dataclass(frozen=True)
+class LoadTable(Event):
+    """A tune run with a concurrency sweep: report.json's `load` (per-level speedups with intervals, the
+    crossover, the best k per level, the schedule, SLO goodput, drift and the speedup model); see
+    tui/core/results/load.py for its shape."""
+
+    load: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Snippet(Event):
     """The tutorial's own comparison output, reproduced from the two bench JSON files."""
 

@@ -117,11 +117,44 @@ def repeats_of(profile: Profile) -> int:
     return int((profile.data.get("tune") or {}).get("repeats") or 1)
 
 
+LEVEL_SEP = "@c"  # a bench key of a concurrency sweep: "sonnet@c4" (workload sonnet at 4 concurrent requests)
+
+
+def levels_of(profile: Profile) -> list[int] | None:
+    """The concurrency levels of a tune run's load sweep ([tune] concurrency, ascending), None when the profile
+    has none (every bench then runs at benchmark.max_concurrency, as before)."""
+    levels = (profile.data.get("tune") or {}).get("concurrency")
+    return sorted(int(n) for n in levels) if levels else None
+
+
+def level_key(workload: str, level: int | None) -> str:
+    """The key a bench's numbers are filed under: the workload, or "workload@cN" in a concurrency sweep."""
+    return workload if level is None else f"{workload}{LEVEL_SEP}{int(level)}"
+
+
+def split_key(key: str) -> tuple[str, int | None]:
+    """(workload, level) of a bench key ("sonnet@c4" -> ("sonnet", 4); "sonnet" -> ("sonnet", None))."""
+    wl, sep, n = key.rpartition(LEVEL_SEP)
+    if sep and wl and n.isdigit():
+        return wl, int(n)
+    return key, None
+
+
+def bench_keys(profile: Profile) -> list[str]:
+    """Every bench key of a run, workload-major: the workloads, or each workload at each concurrency level."""
+    levels = levels_of(profile)
+    return [level_key(wl, n) for wl in workloads_of(profile) for n in (levels or [None])]
+
+
 def result_name(profile: Profile, arm_id: str, workload: str, repeat: int) -> str:
     """The bench result file of one repeat: `baseline.json` in a two-arm run (the tutorial's name), else
-    `{arm}.{workload}.r{repeat}.json`."""
+    `{arm}.{workload}.r{repeat}.json`, or `{arm}.{workload}.c{N}.r{repeat}.json` for a bench key of a
+    concurrency sweep (`workload` may be a bench key, level_key)."""
     if not is_tune(profile):
         return f"{arm_id}.json"
+    wl, level = split_key(workload)
+    if level is not None:
+        return f"{arm_id}.{wl}.c{level}.r{repeat}.json"
     return f"{arm_id}.{workload}.r{repeat}.json"
 
 
