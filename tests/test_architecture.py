@@ -100,6 +100,16 @@ def test_plan_sits_above_its_builders(graph):
     assert all("tui.core.plan.build" not in graph.find_modules_directly_imported_by(b) for b in builders)
 
 
+def test_the_load_analysis_sits_on_the_results_floor(graph):
+    """Issue 17's pure analysis modules live on the results floor (its package root holds them) and import
+    nothing above it (plan.arms for the bench keys is below)."""
+    results = next(i for i, (name, _) in enumerate(FLOORS) if name == "results")
+    for m in ("tui.core.results.load", "tui.core.results.drift", "tui.core.results.specmodel"):
+        assert m in graph.modules and floor_of(m) == results
+        assert all((floor_of(t) or 0) <= results for t in graph.find_modules_directly_imported_by(m)
+                   if t.startswith("tui."))
+
+
 def test_every_floor_exists_as_a_package(graph):
     for name, roots in FLOORS:
         for root in roots:

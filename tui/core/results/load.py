@@ -1,0 +1,612 @@
+"""Where speculation stops paying (issue 17): the analysis of a tune run's concurrency sweep, report.json's
+"load" (the shared contract's shape), its report.md section and a compact text for the headless front end.
+
+Input: the matrix that tui/core/results/stats.build_matrix builds over the run's bench keys ("sonnet@c4",
+tui/core/plan/arms.level_key), so each level already has its cells (throughput and Fieller speedup intervals,
+latency, acceptance) and its Step 3 recommendation; plus the arms' raw repeat facts (goodput under the SLO and
+the /metrics time series, which the cells do not carry).
+
+Rules (each checked against scipy or vLLM's own code in tests/test_load.py):
+- a level's verdict for an arm: "pays" when its speedup interval's lower bound is above 1 (stats.pays),
+  "loses" when its upper bound is below 1, otherwise "not_proven" (no interval, unbounded, or it straddles 1);
+- the crossover of an arm: the last level of the run of paying levels from the lowest one, the first level
+  that loses;
+- the best k per level: the level's Step 3 recommendation (stats.recommend);
+- vLLM's `num_speculative_tokens_per_batch_size`: measured level n_i covers the batch sizes (n_{i-1}, n_i]
+  (the first [1, n_1]) with the best k where the level's recommendation pays, else 0 (no speculation: it was
+  not shown to pay there); adjacent ranges with the same k merge. The result is what vLLM 0.32's
+  validate_and_normalize_dynamic_sd_schedule accepts: inclusive [start, end, k] ranges, the first starting at
+  1, sorted, non-overlapping, k ≥ 0; vLLM caps each k at num_speculative_tokens and carries the last range's k
+  past its end;
+- goodput: the mean and t interval over repeats of the bench's request goodput; a level meets the SLO when mean
+  goodput ≥ attainment × mean request throughput (by default at least 90 % of the requests meet every SLO);
+  an arm sustains the SLO up to the highest level n such that every measured level ≤ n meets it.
+
+Pure functions, no I/O. Units: acceptance in PERCENT (0-100), throughput in tokens/s, goodput in requests/s.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import textwrap
+from typing import Any, Sequence
+
+from tui.core.plan.arms import level_key
+from tui.core.results.drift import drift as acceptance_drift
+from tui.core.results.intervals import _numbers, t_interval
+from tui.core.results.specmodel import draft_group as _group, fit as fit_model
+from tui.core.results.stats import LATENCY_KEYS, arm_k, arm_label, pays
+
+VERDICTS = ("pays", "not_proven", "loses")
+VERDICT_WORDS = {"pays": "pays", "not_proven": "not proven", "loses": "loses"}
+SLO_KEYS = ("ttft_ms", "tpot_ms")
+
+
+def _fail(what: str, value: Any, fix: str) -> ValueError:
+    return ValueError(f"load analysis: {what} = {value!r} cannot be analyzed. {fix}")
+
+
+def _check(matrix: Any, levels: Any, workloads: Any, slo: Any, attainment: Any) -> None:
+    if not isinstance(matrix, dict) or not isinstance(matrix.get("cells"), dict) or not isinstance(matrix.get("arms"), list):
+        raise _fail("matrix", type(matrix).__name__, "Pass the matrix of stats.build_matrix(arms, arm_facts, "
+                    "bench_keys(profile)): a dict with \"arms\", \"cells\" and \"recommendation\".")
+    if (not isinstance(levels, (list, tuple)) or not levels
+            or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in levels)
+            or list(levels) != sorted(set(levels))):
+        raise _fail("levels", levels, "Pass the run's [tune] concurrency levels as plan.arms.levels_of(profile) "
+                    "returns them: distinct positive integers in ascending order, e.g. [1, 2, 4, 8].")
+    if not isinstance(workloads, (list, tuple)) or not workloads or not all(isinstance(w, str) and w for w in workloads):
+        raise _fail("workloads", workloads, "Pass the run's workload names (plan.arms.workloads_of(profile)), "
+                    "without the \"@cN\" level suffix, e.g. [\"sonnet\"].")
+    if slo is not None and (not isinstance(slo, dict) or not set(slo) <= set(SLO_KEYS)
+                            or any(isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0
+                                   for v in slo.values())):
+        raise _fail("slo", slo, "Pass [tune] slo as a table with ttft_ms and/or tpot_ms, each a positive number "
+                    "of milliseconds (e.g. {ttft_ms = 500.0, tpot_ms = 12.0}), or None when the profile has none.")
+    if isinstance(attainment, bool) or not isinstance(attainment, (int, float)) or not 0 < attainment <= 1:
+        raise _fail("attainment", attainment, "Pass the share of requests that must meet the SLO as a number in "
+                    "(0, 1], e.g. 0.9.")
+
+
+def level_verdict(speedup: dict[str, Any] | None) -> str:
+    """"pays" (the interval's lower bound > 1), "loses" (its upper bound < 1) or "not_proven" (no interval,
+    an unbounded one, or one that contains 1)."""
+    if pays(speedup):
+        return "pays"
+    ci = (speedup or {}).get("ci95")
+    if ci and not (speedup or {}).get("unbounded") and ci[1] < 1.0:
+        return "loses"
+    return "not_proven"
+
+
+def _reqs(n: int) -> str:
+    return f"{n} concurrent request" + ("" if n == 1 else "s")
+
+
+def _span(a: int, b: int) -> str:
+    return str(a) if a == b else f"{a}–{b}"
+
+
+def range_text(by_level: Sequence[tuple[int, str]]) -> str:
+    """ "pays at 1–2, not proven at 4, loses at 8–32": the levels in order, runs of one verdict joined."""
+    runs: list[list[Any]] = []
+    for n, v in by_level:
+        if runs and runs[-1][0] == v:
+            runs[-1][2] = n
+        else:
+            runs.append([v, n, n])
+    return ", ".join(f"{VERDICT_WORDS[v]} at {_span(a, b)}" for v, a, b in runs)
+
+
+def crossover(by_level: Sequence[tuple[int, str]], label: str) -> dict[str, Any]:
+    """{last_pays, first_loses, text}: the last level of the run of paying levels from the lowest measured
+    level (None when the lowest does not pay), and the first level that loses (None when none does)."""
+    last_pays = None
+    for n, v in by_level:
+        if v != "pays":
+            break
+        last_pays = n
+    first_loses = next((n for n, v in by_level if v == "loses"), None)
+    top = by_level[-1][0] if by_level else None
+    if last_pays is not None and first_loses is not None:
+        gap = [n for n, _ in by_level if last_pays < n < first_loses]
+        text = f"{label} pays up to {_reqs(last_pays)} and loses from {first_loses}"
+        if gap:
+            text += f" (not proven at {', '.join(str(n) for n in gap)})"
+    elif last_pays is not None:
+        text = (f"{label} pays at every measured level (up to {_reqs(last_pays)})" if last_pays == top else
+                f"{label} pays up to {_reqs(last_pays)} and is not shown to lose up to {top}")
+    elif first_loses is not None:
+        text = f"{label} does not pay at {_reqs(by_level[0][0])} and loses from {first_loses}"
+    elif by_level:
+        text = f"{label} is neither shown to pay nor to lose at any measured level (1 is inside every interval)"
+    else:
+        text = f"{label} was not measured at any level"
+    return {"last_pays": last_pays, "first_loses": first_loses, "text": text}
+
+
+def _mean(vals: list[float]) -> float | None:
+    return statistics.fmean(vals) if vals else None
+
+
+def _level(key: str, c: dict[str, Any], reps: list[dict[str, Any]], speculative: bool,
+           slo: dict[str, Any] | None, attainment: float) -> dict[str, Any]:
+    tp = c.get("output_throughput") or {}
+    sp = c.get("speedup") if speculative else None
+    measured = bool(c.get("repeats"))
+    out: dict[str, Any] = {
+        "key": key, "repeats": c.get("repeats") or 0,
+        "throughput": {"mean": tp.get("mean"), "ci95": tp.get("ci95")},
+        "speedup": ({"ratio": sp.get("ratio"), "ci95": sp.get("ci95"), "unbounded": bool(sp.get("unbounded"))}
+                    if sp else None),
+        "verdict": level_verdict(sp) if speculative and measured else None,
+    }
+    for k in LATENCY_KEYS:
+        out[k] = c.get(k)
+    out["acceptance_rate"] = c.get("acceptance_rate")
+    out["acceptance_length"] = c.get("acceptance_length")
+    out["per_position"] = (c.get("per_position") or {}).get("marginal")
+    gp = _numbers(r.get("request_goodput") for r in reps)
+    if gp:
+        ti = t_interval(gp)
+        out["goodput"] = {"mean": ti["mean"], "ci95": ti["ci95"]}
+    else:
+        out["goodput"] = None
+    rt = _mean(_numbers(r.get("request_throughput") for r in reps))
+    out["meets_slo"] = (bool(_mean(gp) >= attainment * rt) if slo and gp and rt is not None else None)
+    return out
+
+
+def sustains_up_to(levels: Sequence[int], meets: dict[int, bool | None]) -> int | None:
+    """The highest level n with every level ≤ n meeting the SLO; None when the lowest does not (or is
+    unknown)."""
+    top = None
+    for n in levels:
+        if meets.get(n) is not True:
+            break
+        top = n
+    return top
+
+
+def build_schedule(levels: Sequence[int], ks: Sequence[int]) -> list[list[int]]:
+    """vLLM's num_speculative_tokens_per_batch_size from one k per measured level: level n_i covers batch sizes
+    (n_{i-1}, n_i] (the first [1, n_1]); adjacent ranges with the same k are merged."""
+    out: list[list[int]] = []
+    prev = 0
+    for n, k in zip(levels, ks):
+        if out and out[-1][2] == k:
+            out[-1][1] = n
+        else:
+            out.append([prev + 1, n, int(k)])
+        prev = n
+    return out
+
+
+def validate_schedule(schedule: Any) -> list[str]:
+    """What vLLM 0.32 (vllm/v1/spec_decode/dynamic/utils.py, validate_and_normalize_dynamic_sd_schedule)
+    would reject in a schedule, as messages ([] when it accepts it): a non-empty list of 3-item [start, end, k]
+    entries of integers, start and end ≥ 1, start ≤ end, k ≥ 0; sorted by start the ranges must not overlap
+    and the first must start at 1. (vLLM sorts the entries itself; so does this check.)"""
+    if not isinstance(schedule, list) or not schedule:
+        return ["the schedule must be a non-empty list of [start, end, k] entries"]
+    errors: list[str] = []
+    parsed = []
+    for e in schedule:
+        if not isinstance(e, (list, tuple)) or len(e) != 3:
+            errors.append(f"entry {e!r} is not a 3-item [start, end, k]")
+            continue
+        try:
+            s, t, k = (int(x) for x in e)
+        except (TypeError, ValueError):
+            errors.append(f"entry {e!r} holds a value that is not an integer")
+            continue
+        if s <= 0 or t <= 0:
+            errors.append(f"range ({s}, {t}) must be positive")
+        elif s > t:
+            errors.append(f"range start must be <= end in ({s}, {t}, {k})")
+        elif k < 0:
+            errors.append(f"k must be >= 0 in ({s}, {t}, {k})")
+        else:
+            parsed.append((s, t, k))
+    if errors:
+        return errors
+    parsed.sort(key=lambda e: e[0])
+    prev = 0
+    for s, t, _ in parsed:
+        if s <= prev:
+            return ["ranges must be non-overlapping and sorted"]
+        prev = t
+    if parsed[0][0] != 1:
+        return ["the first range must start at 1"]
+    return []
+
+
+def schedule_text(schedule: Sequence[Sequence[int]]) -> str:
+    """ "k=2 up to 2 concurrent requests, k=1 at 3–4, no speculation from 5"."""
+    if not schedule:
+        return "no schedule: no level was measured"
+    if all(k == 0 for _, _, k in schedule):
+        return (f"no speculation at any measured level (1–{schedule[-1][1]}): speculation was not shown to pay "
+                "anywhere, so there is no schedule to deploy; keep the baseline")
+    parts = []
+    for i, (s, e, k) in enumerate(schedule):
+        what = f"k={k}" if k else "no speculation"
+        if len(schedule) == 1:
+            where = f"at every measured level (1–{e}, and above, as vLLM carries the last range forward)"
+        elif i == 0:
+            where = f"up to {_reqs(e)}"
+        elif i == len(schedule) - 1:
+            where = f"from {s}"
+        else:
+            where = f"at {_span(s, e)}"
+        parts.append(f"{what} {where}")
+    text = ", ".join(parts)
+    if any(k == 0 for _, _, k in schedule):
+        text += " (k=0 where speculation was not shown to pay: not proven or losing there)"
+    return text
+
+
+def _best(rec: dict[str, Any] | None, arms_by_id: dict[str, dict[str, Any]], arms: list[dict[str, Any]]) -> dict[str, Any]:
+    rec = rec or {}
+    v = rec.get("verdict") or "none"
+    arm, k = None, None
+    if v == "pays" and rec.get("arm") in arms_by_id:
+        arm, k = rec["arm"], arm_k(arms_by_id[rec["arm"]])
+    elif v == "keep_baseline":
+        arm, k = rec.get("arm") or "baseline", 0
+    cand = rec.get("candidate")
+    out = {"arm": arm, "k": k, "verdict": v, "candidate": cand, "text": rec.get("text") or ""}
+    if v == "not_proven" and cand in arms_by_id:
+        out["candidate_label"] = arm_label(arms_by_id[cand], arms)
+    return out
+
+
+def _schedule_ks(levels: Sequence[int], best: dict[str, dict[str, Any]], arms_out: dict[str, dict[str, Any]],
+                 arms_by_id: dict[str, dict[str, Any]]) -> tuple[list[int], tuple[Any, Any] | None]:
+    """One k per level for the schedule. vLLM runs one draft: the schedule follows the draft recommended at the
+    most paying levels; where another draft's arm is recommended, that draft's own best paying arm (highest
+    mean throughput) gives k, else 0."""
+    won = [arms_by_id[best[str(n)]["arm"]] for n in levels
+           if best[str(n)]["verdict"] == "pays" and best[str(n)]["arm"] in arms_by_id]
+    if not won:
+        return [0] * len(levels), None
+    groups = [_group(a) for a in won]
+    head = max(dict.fromkeys(groups), key=groups.count)
+    ks = []
+    for n in levels:
+        b = best[str(n)]
+        if b["verdict"] != "pays" or b["arm"] not in arms_by_id:
+            ks.append(0)
+        elif _group(arms_by_id[b["arm"]]) == head:
+            ks.append(int(b["k"]))
+        else:
+            alt = [(lv["throughput"]["mean"] or 0.0, -arm_k(arms_by_id[aid]), arm_k(arms_by_id[aid]))
+                   for aid, a in arms_out.items() if aid in arms_by_id and _group(arms_by_id[aid]) == head
+                   for lv in [a["levels"][str(n)]] if lv["verdict"] == "pays"]
+            ks.append(max(alt)[2] if alt else 0)
+    return ks, head
+
+
+def _slo_text(arms_out: dict[str, dict[str, Any]], arms: list[dict[str, Any]], slo: dict[str, Any] | None,
+              levels: Sequence[int]) -> str | None:
+    if not slo:
+        return None
+    if not any(lv.get("meets_slo") is not None for a in arms_out.values() for lv in a["levels"].values()):
+        return ("no goodput was measured: the bench recorded no request goodput under the SLO (vLLM's "
+                "--goodput), so no level can be said to meet it")
+    titles = {a["id"]: ("the baseline" if a.get("kind") == "baseline" else (a.get("title") or arm_label(a, arms)))
+              for a in arms}
+    order = sorted(arms_out, key=lambda aid: (arms_out[aid]["k"] is None, -(arms_out[aid]["sustains_slo_up_to"] or 0)))
+    parts = []
+    for i, aid in enumerate(order):
+        n = arms_out[aid]["sustains_slo_up_to"]
+        if n is None:
+            where = f"not at {_reqs(levels[0])}"
+        elif n == levels[-1]:
+            where = f"at every measured level (up to {_reqs(n)})"
+        else:
+            where = f"up to {_reqs(n)}" if i == 0 else f"up to {n}"
+        parts.append(f"{titles[aid]} holds the SLO {where}" if i == 0 else f"{titles[aid]} {where}")
+    return ", ".join(parts)
+
+
+def _coverage(matrix: dict[str, Any], keys: list[str]) -> str:
+    cov = matrix.get("coverage") or {}
+    seen = list(dict.fromkeys(cov[k] for k in keys if cov.get(k)))
+    if not seen:
+        return "no intervals: no level was measured"
+    if len(seen) == 1:
+        return seen[0]
+    return "The levels differ in what their intervals cover: " + " ".join(seen)
+
+
+def analyze(matrix: dict[str, Any], arm_facts: dict[str, dict[str, Any] | None], levels: Sequence[int],
+            workloads: Sequence[str], slo: dict[str, Any] | None, attainment: float = 0.9) -> dict[str, Any]:
+    """report.json's "load" (the contract's shape) for a concurrency sweep.
+
+    matrix: stats.build_matrix(arms, arm_facts, bench_keys(profile)); arm_facts: {arm id: the arm step's facts}
+    ({"repeats": {bench key: [repeat facts]}}: request_goodput, request_throughput, timeseries); levels: the
+    ascending concurrency levels; workloads: the workload names (no "@cN"); slo: [tune] slo or None;
+    attainment: the share of requests that must meet the SLO for a level to meet it.
+
+    "schedule_verification" and "schedule_profile" are left None for the caller (the results step) to fill.
+    Raises ValueError (one paragraph naming the input and the fix) on malformed input."""
+    _check(matrix, levels, workloads, slo, attainment)
+    levels = list(levels)
+    arms = matrix["arms"]
+    arms_by_id = {a["id"]: a for a in arms if a.get("kind") != "baseline"}
+    all_keys = [level_key(wl, n) for wl in workloads for n in levels]
+    out: dict[str, Any] = {"levels": levels, "slo": dict(slo) if slo else None, "attainment": attainment,
+                           "workloads": {}, "schedule_verification": None, "schedule_profile": None,
+                           "coverage": _coverage(matrix, all_keys)}
+    for wl in workloads:
+        keys = {n: level_key(wl, n) for n in levels}
+        arms_out: dict[str, dict[str, Any]] = {}
+        drift_out: dict[str, dict[str, Any]] = {}
+        for a in arms:
+            aid = a["id"]
+            spec = a.get("kind") != "baseline"
+            reps_by_key = ((arm_facts.get(aid) or {}).get("repeats") or {})
+            lv: dict[str, Any] = {}
+            for n, key in keys.items():
+                reps = [r for r in (reps_by_key.get(key) or []) if isinstance(r, dict)]
+                lv[str(n)] = _level(key, ((matrix["cells"].get(aid) or {}).get(key) or {}), reps, spec, slo, attainment)
+                if spec:
+                    d = acceptance_drift([(r.get("timeseries") or {}).get("windows") for r in reps])
+                    if d is not None:
+                        drift_out.setdefault(aid, {})[str(n)] = d
+            entry: dict[str, Any] = {"label": arm_label(a, arms), "title": a.get("title"), "k": arm_k(a), "levels": lv}
+            if spec:
+                by_level = [(n, lv[str(n)]["verdict"]) for n in levels if lv[str(n)]["verdict"] is not None]
+                for v in VERDICTS:
+                    entry[v] = [n for n, x in by_level if x == v]
+                entry["range_text"] = range_text(by_level) if by_level else "not measured"
+                entry["crossover"] = crossover(by_level, entry["label"])
+            entry["sustains_slo_up_to"] = (sustains_up_to(levels, {n: lv[str(n)]["meets_slo"] for n in levels})
+                                           if slo else None)
+            arms_out[aid] = entry
+        recs = matrix.get("recommendation") or {}
+        best = {str(n): _best(recs.get(key), arms_by_id, arms) for n, key in keys.items()}
+        ks, head = _schedule_ks(levels, best, arms_out, arms_by_id)
+        sched = build_schedule(levels, ks)
+        w: dict[str, Any] = {"arms": arms_out, "best": best, "schedule": sched, "schedule_text": schedule_text(sched),
+                             "max_k": max(ks) if ks else 0,
+                             "slo_text": _slo_text(arms_out, arms, slo, levels),
+                             "model": fit_model(matrix, wl, levels, best), "drift": drift_out}
+        if head is not None and len({_group(a) for a in arms_by_id.values()}) > 1:
+            w["schedule_draft"] = {"method": head[0], "draft": head[1]}
+        out["workloads"][wl] = w
+    return out
+
+
+def _toml_str(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+
+
+def schedule_profile_toml(profile_name: str, schedule: Sequence[Sequence[int]], *, workload: str | None = None,
+                          method: str | None = None, model: str | None = None,
+                          name: str | None = None) -> str | None:
+    """A ready profile (TOML text) that `extends` the run's profile and serves the schedule:
+    [speculative] num_speculative_tokens = the schedule's largest k (vLLM caps every range's k at it) and
+    [speculative.extra] num_speculative_tokens_per_batch_size = the schedule; method / model where the schedule's
+    draft is not the profile's own. None when the largest k is 0 (no speculation pays at any level: there is
+    nothing to deploy but the baseline). Raises ValueError when vLLM would reject the schedule."""
+    problems = validate_schedule([list(e) for e in schedule] if isinstance(schedule, (list, tuple)) else schedule)
+    if problems:
+        raise ValueError(f"schedule profile: num_speculative_tokens_per_batch_size = {schedule!r} would be rejected "
+                         f"by vLLM ({'; '.join(problems)}). Build it with load.build_schedule from the measured "
+                         "levels.")
+    top = max(int(e[2]) for e in schedule)
+    if top <= 0:
+        return None
+    where = f" on workload {workload}" if workload else ""
+    lines = [
+        f"# The measured num_speculative_tokens_per_batch_size schedule{where} (report.md, \"Load\"), served by",
+        "# vLLM's dynamic speculative decoding. vLLM caps each range's k at num_speculative_tokens and carries the",
+        "# last range's k to every larger batch.",
+        f"name = {_toml_str(name or f'{profile_name}-schedule')}",
+        f"description = {_toml_str(f'{profile_name} with the measured per-batch-size k schedule{where}')}",
+        f"extends = {_toml_str(profile_name)}",
+        "",
+        "[speculative]",
+    ]
+    if method:
+        lines.append(f"method = {_toml_str(method)}")
+    if model:
+        lines.append(f"model = {_toml_str(model)}")
+    lines += [f"num_speculative_tokens = {top}", "", "[speculative.extra]",
+              "num_speculative_tokens_per_batch_size = ["
+              + ", ".join(f"[{int(s)}, {int(e)}, {int(k)}]" for s, e, k in schedule) + "]", ""]
+    return "\n".join(lines)
+
+
+# -- report.md and the headless text -----------------------------------------------------------------------------
+
+MARKS = {"pays": "pays", "not_proven": "not proven", "loses": "loses", None: ""}
+SHORT = {"pays": "P", "not_proven": "?", "loses": "L", None: " "}
+
+
+def _n(v: Any, nd: int = 2, suffix: str = "") -> str:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return "n/a"
+    return f"{v:.{nd}f}{suffix}"
+
+
+def _ci(ci: Any, nd: int = 2) -> str:
+    return f"[{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]" if ci else ""
+
+
+def _speedup_md(lv: dict[str, Any]) -> str:
+    if not lv or not lv.get("repeats"):
+        return "—"
+    sp = lv.get("speedup")
+    if not sp or sp.get("ratio") is None:
+        return f"no speedup ({MARKS[lv.get('verdict')]})"
+    if sp.get("ci95"):
+        iv = _ci(sp["ci95"])
+    elif sp.get("unbounded"):
+        iv = "(unbounded)"
+    else:
+        iv = "(no interval)"
+    return f"{sp['ratio']:.2f}x {iv} {MARKS[lv.get('verdict')]}".strip()
+
+
+def _best_md(b: dict[str, Any], arms: dict[str, Any]) -> str:
+    v = b.get("verdict")
+    if v == "pays":
+        return f"{arms.get(b['arm'], {}).get('label', b['arm'])} (pays)"
+    if v == "keep_baseline":
+        return "baseline (no k beats it)"
+    if v == "not_proven":
+        return f"not proven (candidate {b.get('candidate_label') or b.get('candidate')})"
+    if v == "stop_tuning":
+        return "stop tuning: validate draft and target first"
+    return "—"
+
+
+def load_markdown(load: dict[str, Any] | None) -> str:
+    """The report.md section "## Load: where speculation stops paying" ("" without a load analysis)."""
+    if not load:
+        return ""
+    levels = load.get("levels") or []
+    out = ["## Load: where speculation stops paying", ""]
+    out.append(f"Concurrency levels: {', '.join(str(n) for n in levels)}. A level pays when the speedup's 95 % "
+               "interval lies above 1.0x, loses when it lies below, and is not proven otherwise. "
+               f"{load.get('coverage') or ''}".rstrip())
+    out.append("")
+    for wl, w in (load.get("workloads") or {}).items():
+        arms = w.get("arms") or {}
+        spec = [aid for aid, a in arms.items() if a.get("k") is not None]
+        base = next((aid for aid, a in arms.items() if a.get("k") is None), None)
+        out += [f"### {wl}", ""]
+        head = ["concurrency"] + ([f"{arms[base]['label']} tok/s"] if base else []) + [arms[a]["label"] for a in spec] + ["best"]
+        out.append("| " + " | ".join(head) + " |")
+        out.append("|" + "---|" * len(head))
+        for n in levels:
+            row = [str(n)]
+            if base:
+                t = arms[base]["levels"][str(n)]["throughput"]
+                row.append(f"{_n(t.get('mean'), 1)} {_ci(t.get('ci95'), 1)}".strip() if t.get("mean") is not None else "—")
+            row += [_speedup_md(arms[a]["levels"][str(n)]) for a in spec]
+            row.append(_best_md((w.get("best") or {}).get(str(n)) or {}, arms))
+            out.append("| " + " | ".join(row) + " |")
+        out += ["", "**Crossover.**", ""]
+        for a in spec:
+            out.append(f"- {arms[a]['label']}: {arms[a].get('range_text')} — {arms[a]['crossover']['text']}")
+        out += ["", "**Best k per level.**", ""]
+        for n in levels:
+            b = (w.get("best") or {}).get(str(n)) or {}
+            out.append(f"- {n}: {_best_md(b, arms)}" + (f" — {b['text']}" if b.get("text") else ""))
+        out += ["", "**Schedule** (vLLM's `num_speculative_tokens_per_batch_size`, `[start, end, k]`, inclusive "
+                "batch-size ranges; k = 0 is no speculation):", "",
+                "```json", json.dumps(w.get("schedule")), "```", "", w.get("schedule_text") or "", ""]
+        if w.get("schedule_draft"):
+            sd = w["schedule_draft"]
+            out += [f"The schedule uses one draft ({sd.get('method')} {sd.get('draft')}): vLLM runs one draft per "
+                    "server.", ""]
+        if load.get("slo"):
+            slo = load["slo"]
+            bits = ", ".join(f"{k.replace('_ms', '').upper()} ≤ {v:g} ms" for k, v in slo.items())
+            att = load.get("attainment", 0.9)
+            out += [f"**SLO** ({bits}; a level meets it when at least {att * 100:g} % of the requests meet every "
+                    f"SLO): {w.get('slo_text') or 'n/a'}.", ""]
+            out.append("| concurrency | " + " | ".join(a["label"] for a in arms.values()) + " |")
+            out.append("|" + "---|" * (len(arms) + 1))
+            for n in levels:
+                cells = []
+                for a in arms.values():
+                    lv = a["levels"][str(n)]
+                    g = lv.get("goodput")
+                    mark = {True: "meets", False: "misses", None: ""}[lv.get("meets_slo")]
+                    cells.append(f"{_n(g['mean'])} req/s {_ci(g.get('ci95'))} {mark}".replace("  ", " ").strip()
+                                 if g else "—")
+                out.append(f"| {n} | " + " | ".join(cells) + " |")
+            out.append("")
+        dr = w.get("drift") or {}
+        flagged = [(aid, n, d) for aid, per in dr.items() for n, d in per.items() if d.get("drift")]
+        out.append("**Acceptance over time** (per-window acceptance, first vs last third of each bench, Welch's t):")
+        out.append("")
+        if not dr:
+            out.append("- no bench had enough sampled windows to test for drift (3 or more per third)")
+        elif not flagged:
+            out.append(f"- no drift: every tested bench ({sum(len(p) for p in dr.values())}) kept its acceptance "
+                       "within the window-to-window noise")
+        for aid, n, d in flagged:
+            out.append(f"- {arms.get(aid, {}).get('label', aid)} at {n}: {d['text']} (difference {d['diff']:+.1f} "
+                       f"points, 95 % CI {_ci(d['ci95'], 1)}, p = {d['p_value']:.3g}, {d['windows']} windows)")
+        out.append("")
+        m = w.get("model")
+        if m:
+            out += ["**Model** (Leviathan et al. 2023: speedup = (1 − α^(k+1)) / ((1 − α)(1 + k·c))): "
+                    f"α = {_n(m.get('alpha'), 3)}, {m.get('alpha_source')}; c per level from the measured step "
+                    f"cost (median TPOT × acceptance length over the baseline's median TPOT). Note: {m.get('note')}.",
+                    "", "| arm | concurrency | measured | predicted | tokens/step (model) | AL (measured) | step cost |",
+                    "|---|---|---|---|---|---|---|"]
+            for r in m.get("rows") or []:
+                lab = arms.get(r["arm"], {}).get("label", r["arm"])
+                out.append(f"| {lab} | {r['level']} | {_n(r.get('measured'))}x | {_n(r.get('predicted'))}x | "
+                           f"{_n(r.get('tokens_per_step'))} | {_n(r.get('acceptance_length'))} | {_n(r.get('step_cost'))} |")
+            if m.get("untried"):
+                out += ["", "Predicted for k not tried: " + "; ".join(
+                    f"k={u['k']} at {u['level']}: {_n(u.get('predicted'))}x" for u in m["untried"]) + "."]
+            if m.get("why"):
+                out += ["", "Why:", ""] + [f"- at {n}: {s}" for n, s in m["why"].items()]
+            out.append("")
+    sv = load.get("schedule_verification")
+    if sv:
+        out += [f"**Schedule verification** ({sv.get('status')}): {sv.get('text') or ''}", ""]
+    if load.get("schedule_profile"):
+        out += [f"A ready profile that serves the schedule: `{load['schedule_profile']}`.", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _clip(s: str, width: int) -> str:
+    return s if len(s) <= width else s[: max(width - 1, 0)] + "…"
+
+
+def _wrap(s: str, width: int, indent: str = "  ") -> list[str]:
+    return textwrap.wrap(s, width=max(width, 20), initial_indent=indent, subsequent_indent=indent + "  ") or [indent]
+
+
+def load_lines(load: dict[str, Any] | None, width: int = 80) -> list[str]:
+    """A compact plain-text summary of the load analysis for the headless front end, each line ≤ width
+    columns: per workload a level × arm speedup table (P pays, ? not proven, L loses), the crossover per arm,
+    the schedule, the SLO line, drift flags and the model's why sentences."""
+    if not load:
+        return []
+    levels = load.get("levels") or []
+    lines = [f"Load sweep: concurrency {', '.join(str(n) for n in levels)}",
+             "  speedup: P pays (95 % CI above 1x), ? not proven, L loses (below 1x)"]
+    for wl, w in (load.get("workloads") or {}).items():
+        arms = w.get("arms") or {}
+        spec = [aid for aid, a in arms.items() if a.get("k") is not None]
+        lines.append(f"{wl}:")
+        cols = [arms[a]["label"].replace("k = ", "k=")[:8] for a in spec]
+        lines.append("  " + f"{'conc':>5} " + "".join(f"{c:>9}" for c in cols) + "  best")
+        for n in levels:
+            vals = []
+            for a in spec:
+                lv = arms[a]["levels"][str(n)]
+                sp = lv.get("speedup") or {}
+                vals.append(f"{_n(sp.get('ratio')) + 'x' if sp.get('ratio') is not None else '—'} "
+                            f"{SHORT[lv.get('verdict')]}")
+            b = (w.get("best") or {}).get(str(n)) or {}
+            bt = {"pays": f"k={b.get('k')}", "keep_baseline": "baseline", "not_proven": "not proven",
+                  "stop_tuning": "stop tuning"}.get(b.get("verdict"), "—")
+            lines.append("  " + f"{n:>5} " + "".join(f"{v:>9}" for v in vals) + f"  {bt}")
+        for a in spec:
+            lines += _wrap(f"{arms[a]['label']}: {arms[a].get('range_text')}", width)
+        lines += _wrap(f"schedule {json.dumps(w.get('schedule'))}: {w.get('schedule_text')}", width)
+        if w.get("slo_text"):
+            lines += _wrap(f"SLO: {w['slo_text']}", width)
+        for aid, per in (w.get("drift") or {}).items():
+            for n, d in per.items():
+                if d.get("drift"):
+                    lines += _wrap(f"drift {arms.get(aid, {}).get('label', aid)} at {n}: {d['text']}", width)
+        m = w.get("model")
+        if m and m.get("alpha") is not None:
+            lines += _wrap(f"model: α {m['alpha']:.3f} ({'per-position' if 'marginal' in (m.get('alpha_source') or '') else 'from AL'})"
+                           + "".join(f"; at {n}: {s}" for n, s in list((m.get("why") or {}).items())[:2]), width)
+    return [_clip(s, width) for s in lines]
