@@ -570,10 +570,12 @@ def _inline_svg(svg: str, name: str, alt: str) -> str:
     return s.rstrip() + "\n"
 
 
-def _table(head: list[str], rows: list[list[Any]], left: int = 1) -> str:
+def _table(head: list[str], rows: list[list[Any]], left: int = 1, text_last: bool = False) -> str:
+    """A compact table: the first `left` columns (and the last, a sentence, with text_last) left-aligned."""
     def cells(r: list[Any], tag: str) -> str:
         cls = ' class="l"'
-        return "".join(f"<{tag}{cls if i < left else ''}>{_e(v)}</{tag}>" for i, v in enumerate(r))
+        return "".join(f"<{tag}{cls if i < left or (text_last and i == len(r) - 1) else ''}>{_e(v)}</{tag}>"
+                       for i, v in enumerate(r))
     return ("<table><thead><tr>" + cells(head, "th") + "</tr></thead><tbody>"
             + "".join("<tr>" + cells(r, "td") + "</tr>" for r in rows) + "</tbody></table>\n")
 
@@ -605,7 +607,7 @@ def _load_html(load: dict[str, Any], labels: dict[str, str]) -> str:
             head = ["concurrency"] + [("baseline tok/s" if _dict(a).get("k") is None
                                        else f"{_dict(a).get('label') or labels.get(aid, aid)} speedup [95 %]")
                                       for aid, a in arms.items()] + ["best"]
-            out.append(_table(head, rows, left=0))
+            out.append(_table(head, rows, left=0, text_last=True))
         facts = [(_dict(a).get("label") or aid, _dict(a).get("range_text")) for aid, a in arms.items()
                  if _dict(a).get("range_text")]
         items = [f"<li>{_e(lbl)}: {_e(t)}</li>" for lbl, t in facts]
