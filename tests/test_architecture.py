@@ -110,6 +110,21 @@ def test_the_load_analysis_sits_on_the_results_floor(graph):
                    if t.startswith("tui."))
 
 
+def test_report_figures_sit_on_the_results_floor(graph):
+    """tui.core.results.figures (the charts and report.html) is on the results floor, imports nothing above it,
+    and nothing in the engine imports matplotlib but it (drawn only when a report is written)."""
+    idx = next(i for i, (name, _) in enumerate(FLOORS) if name == "results")
+    assert floor_of("tui.core.results.figures") == idx
+    modules, _ = _core(graph)
+    assert "tui.core.results.figures" in modules
+    up = [m for m in graph.find_modules_directly_imported_by("tui.core.results.figures")
+          if m.startswith("tui.core") and (floor_of(m) or 0) > idx]
+    assert up == []
+    users = sorted(m for m in modules if any(t.split(".")[0] == "matplotlib"
+                                             for t in graph.find_modules_directly_imported_by(m)))
+    assert users == ["tui.core.results.figures"]
+
+
 def test_every_floor_exists_as_a_package(graph):
     for name, roots in FLOORS:
         for root in roots:
