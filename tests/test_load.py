@@ -354,20 +354,6 @@ def test_drift_per_arm_and_level(analysed):
     assert load["workloads"]["sonnet"]["model"]["alpha"] is not None
 
 
-def test_schedule_profile_toml():
-    text = ld.schedule_profile_toml("tune-demo", [[1, 2, 2], [3, 4, 1], [5, 8, 0]], workload="sonnet")
-    prof = tomllib.loads(text)
-    assert prof["extends"] == "tune-demo"
-    assert prof["speculative"]["num_speculative_tokens"] == 2
-    assert prof["speculative"]["extra"]["num_speculative_tokens_per_batch_size"] == [[1, 2, 2], [3, 4, 1], [5, 8, 0]]
-    assert rules_accept(prof["speculative"]["extra"]["num_speculative_tokens_per_batch_size"])
-    other = tomllib.loads(ld.schedule_profile_toml("x", [[1, 4, 3]], method="eagle3", model='org/"q"', name="n"))
-    assert other["speculative"]["model"] == 'org/"q"' and other["name"] == "n"
-    assert ld.schedule_profile_toml("tune-demo", [[1, 8, 0]]) is None  # no speculation pays: nothing to deploy
-    with pytest.raises(ValueError, match="num_speculative_tokens_per_batch_size"):
-        ld.schedule_profile_toml("tune-demo", [[2, 8, 1]])
-
-
 def test_markdown_and_lines(analysed):
     _, _, load = analysed
     md = ld.load_markdown(load)

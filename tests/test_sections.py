@@ -16,7 +16,9 @@ from tui.core.results.stats import ARM_KEYS, arm_k
 
 @pytest.mark.parametrize("cls,table", [(SpeculativeSettings, "speculative"), (ServerSettings, "server")])
 def test_a_section_has_exactly_the_schemas_keys(cls, table):
-    assert [f.name for f in dataclasses.fields(cls)] == list(SCHEMA[table])
+    # [speculative.extra] is held as canonical JSON (extra_json: hashable) and read back as .extra
+    names = ["extra" if f.name == "extra_json" else f.name for f in dataclasses.fields(cls)]
+    assert names == list(SCHEMA[table])
 
 
 def test_the_profiles_sections_are_frozen_values_with_the_draft_filled_in():
@@ -54,3 +56,17 @@ def test_with_server_changes_one_table_without_loading_the_profile_again():
     assert moved.server.port == prof.server.port + 1 and moved.raw["server"]["port"] == prof.server.port + 1
     assert moved.speculative == prof.speculative and prof.server.port == prof.data["server"]["port"]
     assert serve_argv(moved, False)[-1] == str(prof.server.port + 1)
+
+
+def test_speculative_extra_is_merged_into_the_config_and_a_tune_arm_takes_its_first_k_rates(tmp_path):
+    prof_file = tmp_path / "p.toml"
+    prof_file.write_text('extends = "tune-demo"\n[speculative.extra]\nrejection_sample_method = "synthetic"\n'
+                         'synthetic_acceptance_rates = [0.8, 0.5, 0.3]\ndraft_sample_method = "greedy"\n')
+    prof = load_profile(str(prof_file))
+    assert prof.speculative.extra["rejection_sample_method"] == "synthetic"
+    for arm in (a for a in arms_of(prof) if a.speculative is not None):
+        cfg = speculative_config(prof, None, arm.speculative)
+        k = arm.num_speculative_tokens
+        assert cfg["synthetic_acceptance_rates"] == [0.8, 0.5, 0.3][:k]
+        assert cfg["draft_sample_method"] == "greedy" and cfg["num_speculative_tokens"] == k
+    assert prof.speculative.as_table()["extra"] == prof.data["speculative"]["extra"]

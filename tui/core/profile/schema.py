@@ -122,6 +122,9 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         "num_speculative_tokens": Spec("int", 1, _rng(1, 16), "an integer from 1 to 16"),
         "draft_tensor_parallel_size": Spec("int", 0, _rng(0, 128),
                                            "0 (unset: vLLM uses the target's TP), or an integer from 1 to 128"),
+        "extra": Spec("table", {}, None,
+                      "a table of further --speculative-config keys merged in as JSON, e.g. [speculative.extra] "
+                      'rejection_sample_method = "synthetic", synthetic_acceptance_rates = [0.7, 0.4]'),
     },
     "dataset": {
         "name": Spec("str", "sonnet", _dataset_check, _dataset_allowed),
@@ -198,6 +201,19 @@ SCHEMA: dict[str, dict[str, Spec]] = {
                           "true or false (true: each repeat draws its prompts with its own --seed; false: every "
                           "repeat uses tune.seed and the same prompts)"),
         "parallel": Spec("bool", False, None, "true or false (launch arms at once on disjoint cores: neuron only)"),
+        "concurrency": Spec("list[int]", [], lambda v: len(v) <= 12 and len(set(v)) == len(v)
+                            and all(1 <= x <= 4096 for x in v),
+                            "a list of up to 12 distinct concurrency levels from 1 to 4096, e.g. [1, 2, 4, 8, 16, 32] "
+                            "(each arm's server is launched once with max_num_seqs = the largest; [] for none)"),
+        "min_waves": Spec("int", 4, _rng(1, 100),
+                          "an integer from 1 to 100 (each concurrency level N sends at least min_waves × N prompts, "
+                          "at least benchmark.num_prompts)"),
+        "slo": Spec("table", {}, None,
+                    "a table such as {ttft_ms = 500.0, tpot_ms = 12.0, attainment = 0.9} (SLO goodput per "
+                    "concurrency level; attainment: the share of requests that must meet it)"),
+        "verify_schedule": Spec("bool", True, None,
+                                "true or false (benchmark an extra arm that runs the derived "
+                                "num_speculative_tokens_per_batch_size schedule, where the platform's vLLM has it)"),
         "drafts": Spec("table", {}, None,
                        'a table of named drafts, e.g. [tune.drafts.redhat] model = "RedHatAI/..." method = "eagle3"'),
     },

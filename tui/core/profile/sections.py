@@ -9,7 +9,8 @@ method, draft and k), and changing one value never rebuilds or re-validates a pr
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass, fields
+import json
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 
@@ -21,13 +22,33 @@ class SpeculativeSettings:
     model: str  # the draft model: Profile.speculative fills in models.draft where speculative.model is ""
     num_speculative_tokens: int
     draft_tensor_parallel_size: int  # 0: unset, vLLM uses the target's TP
+    extra_json: str = "{}"  # [speculative.extra] as canonical JSON (hashable): further --speculative-config keys
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """[speculative.extra]: further --speculative-config keys, merged into its JSON as they are."""
+        return json.loads(self.extra_json)
 
     @classmethod
     def from_table(cls, table: dict[str, Any]) -> "SpeculativeSettings":
-        return cls(**{f.name: table[f.name] for f in fields(cls)})
+        vals = {f.name: table[f.name] for f in fields(cls) if f.name != "extra_json"}
+        return cls(**vals, extra_json=json.dumps(table.get("extra") or {}, sort_keys=True))
+
+    def with_extra(self, **keys: Any) -> "SpeculativeSettings":
+        """These settings with keys added to (or, with value None, removed from) [speculative.extra]."""
+        extra = self.extra
+        for k, v in keys.items():
+            if v is None:
+                extra.pop(k, None)
+            else:
+                extra[k] = v
+        return replace(self, extra_json=json.dumps(extra, sort_keys=True))
 
     def as_table(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("extra_json")
+        out["extra"] = self.extra
+        return out
 
 
 @dataclass(frozen=True)

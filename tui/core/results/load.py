@@ -381,47 +381,6 @@ def analyze(matrix: dict[str, Any], arm_facts: dict[str, dict[str, Any] | None],
     return out
 
 
-def _toml_str(s: str) -> str:
-    return json.dumps(s, ensure_ascii=False)  # a JSON string is a valid TOML basic string
-
-
-def schedule_profile_toml(profile_name: str, schedule: Sequence[Sequence[int]], *, workload: str | None = None,
-                          method: str | None = None, model: str | None = None,
-                          name: str | None = None) -> str | None:
-    """A ready profile (TOML text) that `extends` the run's profile and serves the schedule:
-    [speculative] num_speculative_tokens = the schedule's largest k (vLLM caps every range's k at it) and
-    [speculative.extra] num_speculative_tokens_per_batch_size = the schedule; method / model where the schedule's
-    draft is not the profile's own. None when the largest k is 0 (no speculation pays at any level: there is
-    nothing to deploy but the baseline). Raises ValueError when vLLM would reject the schedule."""
-    problems = validate_schedule([list(e) for e in schedule] if isinstance(schedule, (list, tuple)) else schedule)
-    if problems:
-        raise ValueError(f"schedule profile: num_speculative_tokens_per_batch_size = {schedule!r} would be rejected "
-                         f"by vLLM ({'; '.join(problems)}). Build it with load.build_schedule from the measured "
-                         "levels.")
-    top = max(int(e[2]) for e in schedule)
-    if top <= 0:
-        return None
-    where = f" on workload {workload}" if workload else ""
-    lines = [
-        f"# The measured num_speculative_tokens_per_batch_size schedule{where} (report.md, \"Load\"), served by",
-        "# vLLM's dynamic speculative decoding. vLLM caps each range's k at num_speculative_tokens and carries the",
-        "# last range's k to every larger batch.",
-        f"name = {_toml_str(name or f'{profile_name}-schedule')}",
-        f"description = {_toml_str(f'{profile_name} with the measured per-batch-size k schedule{where}')}",
-        f"extends = {_toml_str(profile_name)}",
-        "",
-        "[speculative]",
-    ]
-    if method:
-        lines.append(f"method = {_toml_str(method)}")
-    if model:
-        lines.append(f"model = {_toml_str(model)}")
-    lines += [f"num_speculative_tokens = {top}", "", "[speculative.extra]",
-              "num_speculative_tokens_per_batch_size = ["
-              + ", ".join(f"[{int(s)}, {int(e)}, {int(k)}]" for s, e, k in schedule) + "]", ""]
-    return "\n".join(lines)
-
-
 # -- report.md and the headless text -----------------------------------------------------------------------------
 
 MARKS = {"pays": "pays", "not_proven": "not proven", "loses": "loses", None: ""}

