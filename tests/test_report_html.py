@@ -357,10 +357,17 @@ def test_the_net_log_check_catches_a_page_that_fetches(tmp_path):
 
 
 def test_report_html_renders_every_chart_offline_in_chromium(rendered, tmp_path):
-    from PIL import Image
-
     exe = need_chromium()
     run, rep, figs, _ = rendered
+    assert_charts_render(exe, run, figs, tmp_path)
+
+
+def assert_charts_render(exe: str, run: Path, figs: list[dict[str, Any]], tmp_path: Path) -> None:
+    """Open run/report.html in headless chromium with no network: every chart in `figs` is in the DOM as an <svg>
+    with drawn paths, inks its own region of a screenshot, and no load makes a network request (the journey tier
+    calls this on a real run's report too)."""
+    from PIL import Image
+
     page = run / "report.html"
 
     # 1. the DOM as chromium parsed it: every chart a <figure data-chart> with an <svg> holding drawn paths

@@ -166,7 +166,10 @@ RUN_NUMBERS = ("output_throughput", "request_throughput", "total_token_throughpu
 BENCH = Obj({**{k: NUM for k in RUN_NUMBERS}, "completed": INT, "failed": INT, "num_prompts": INT,
              "per_position_acceptance": NUMS, "acceptance_source": STR, "num_drafts": INT, "draft_tokens": INT,
              "accepted_tokens": INT, "dataset_mode": STR, "workload": STR, "result_file": STR,
-             "result_sha256": STR, "result_bytes": INT, "command": STR, "argv": Arr(STR)})
+             "result_sha256": STR, "result_bytes": INT, "command": STR, "argv": Arr(STR),
+             "concurrency": INT, "request_goodput": NUM, "goodput_slo": Obj(),
+             "timeseries": Obj({"interval_s": NUM, "windows": Arr(Obj({"t0": NUM, "t1": NUM,
+                                                                      "generation_tokens": INT}))})})
 
 CELL = Obj({
     "repeats": INT, "output_throughput": STAT, "speedup": SPEEDUP,
@@ -178,7 +181,8 @@ CELL = Obj({
     "lossless": Obj({"prompts": INT, "identical": INT, "identical_share": NUM, "first_divergence": Arr(ANY)}),
 })
 ARM = Obj({"id": REQ_STR, "title": STR, "kind": STR, "method": STR, "draft": STR, "draft_name": STR,
-           "num_speculative_tokens": INT, "status": STR, "startup_s": NUM, "cache_hits": INT, "cache_misses": INT},
+           "num_speculative_tokens": INT, "schedule": BOOL, "status": STR, "startup_s": NUM, "cache_hits": INT,
+           "cache_misses": INT},
           required=("id",), nullable=False)
 RECOMMENDATION = Obj({"verdict": STR, "arm": STR, "candidate": STR, "text": STR, "reason": STR, "overlap": Arr(ANY),
                       "stop_tuning": BOOL, "repeats_needed": INT})
@@ -203,6 +207,10 @@ REPORT = Obj({
                             "title": STR, "evidence": Arr(STR), "remedy": STR, "step": STR, "setting": STR,
                             "suggest": STR})),
     "matrix": MATRIX,
+    "load": Obj({"levels": Arr(INT), "workloads": Map(Obj({"schedule": Arr(Arr(INT, length=3))})),
+                 "schedule_verification": Obj({"status": STR, "text": STR})}),
+    "timeseries": Map(Map(Arr(Obj({"repeat": INT, "windows": Arr(Obj())})))),
+    "figures": Arr(Obj({"name": STR, "png": STR, "svg": STR})),
     "metrics": Map(NUM),
 }, required=("schema",), nullable=False)
 

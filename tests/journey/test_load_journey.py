@@ -1,0 +1,177 @@
+"""The README's load sweep on the simulator, verbatim, from a fresh working directory (no --run-dir):
+`specdec-tui --profile tune-load-demo --headless`. Every conclusion the run states — the per-level verdicts, the
+crossover, the best k per level, the schedule, the SLO goodput, the acceptance time series, the speedup model —
+is checked against the run's own result files, and its report.html is opened offline in headless chromium.
+Nothing asserts a simulated speedup or a duration: which levels pay is whatever the files say."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from test_report_html import assert_charts_render, need_chromium
+
+from .conftest import Session, assert_named_files_exist, load, user_env
+
+RUN_TIMEOUT_S = 1500
+LEVELS = (1, 2, 4, 8, 16)
+ARMS = ("baseline", "eagle3-k1", "eagle3-k2", "eagle3-k3")
+REPEATS = 3
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory) -> Session:
+    root = tmp_path_factory.mktemp("journey-load")
+    s = Session(root, user_env(root))
+    yield s
+    s.reap()
+
+
+@pytest.fixture(scope="module")
+def load_run(session):
+    before = session.run_dirs()
+    r = session.run("tune-load-demo", RUN_TIMEOUT_S)
+    return r, session.new_run_dir(before, r)
+
+
+def _files(run_dir: Path, arm: str, n: int) -> list[dict]:
+    return [load(run_dir / f"{arm}.sonnet.c{n}.r{i}.json") for i in range(1, REPEATS + 1)]
+
+
+def test_the_load_sweep_runs_from_a_fresh_directory(session, load_run):
+    r, run_dir = load_run
+    assert "Traceback" not in r.stderr, r.why()
+    rep = load(run_dir / "report.json")
+    assert r.rc == rep["exit_code"], r.why()
+    assert run_dir.parent == session.cwd / "specdec-runs" and run_dir.name.endswith("-tune-load-demo")
+    assert_named_files_exist(r, session.cwd)
+    st = {s["id"]: s["status"] for s in rep["steps"]}
+    assert list(st) == ["env", "checkpoints", "dataset", *ARMS, "results"]  # neuron: no schedule arm
+    assert all(st[a] in ("passed", "warned") for a in ARMS), st
+    assert "Load: where speculation stops paying" in r.stderr + r.stdout
+    session.assert_nothing_left()
+
+
+def test_one_launch_per_arm_and_one_bench_per_level_and_repeat(load_run):
+    _, run_dir = load_run
+    rep = load(run_dir / "report.json")
+    cmds = load(run_dir / "commands.json")["commands"]
+    for arm in ARMS:
+        serves = [c for c in cmds if c["step"] == arm and c["role"] == "serve"]
+        assert len(serves) == 1
+        argv = serves[0]["argv"]
+        assert argv[argv.index("--max-num-seqs") + 1] == str(max(LEVELS))
+        for n in LEVELS:
+            files = _files(run_dir, arm, n)
+            for f in files:
+                assert f["max_concurrency"] == n and f["completed"] == f["num_prompts"] == max(8, 2 * n)
+                assert f["failed"] == 0 and f["request_goodput"] is not None
+            cell = rep["matrix"]["cells"][arm][f"sonnet@c{n}"]
+            assert cell["output_throughput"]["values"] == pytest.approx([f["output_throughput"] for f in files])
+
+
+def test_verdicts_crossover_best_k_and_schedule_follow_the_intervals(load_run):
+    _, run_dir = load_run
+    rep = load(run_dir / "report.json")
+    entry = rep["load"]["workloads"]["sonnet"]
+    rec = rep["matrix"]["recommendation"]
+    for arm in ARMS[1:]:
+        a = entry["arms"][arm]
+        verdicts = {}
+        for n in LEVELS:
+            lv = a["levels"][str(n)]
+            files, base = _files(run_dir, arm, n), _files(run_dir, "baseline", n)
+            ratio = statistics.mean(f["output_throughput"] for f in files) / statistics.mean(
+                f["output_throughput"] for f in base)
+            assert lv["speedup"]["ratio"] == pytest.approx(ratio, rel=1e-3)
+            ci = lv["speedup"].get("ci95")
+            verdicts[n] = "pays" if ci and ci[0] > 1 else "loses" if ci and ci[1] < 1 else "not_proven"
+            assert lv["verdict"] == verdicts[n], (arm, n, lv)
+        assert a["pays"] == [n for n in LEVELS if verdicts[n] == "pays"]
+        assert a["loses"] == [n for n in LEVELS if verdicts[n] == "loses"]
+        assert a["range_text"]
+    sched = entry["schedule"]
+    assert sched[0][0] == 1 and sched[-1][1] == max(LEVELS)
+    assert all(sched[i][1] + 1 == sched[i + 1][0] for i in range(len(sched) - 1))
+    ks = {a["id"]: a["num_speculative_tokens"] for a in rep["matrix"]["arms"]}
+    for n in LEVELS:
+        r = rec[f"sonnet@c{n}"]
+        assert entry["best"][str(n)]["verdict"] == r["verdict"]
+        k_at = next(e[2] for e in sched if e[0] <= n <= e[1])
+        assert k_at == (ks[r["arm"]] if r["verdict"] == "pays" else 0), (n, sched, r)
+    # neuron: the schedule is reported, not run, and not written as a profile vllm-neuron would refuse
+    assert rep["load"]["schedule_verification"]["status"] == "unsupported"
+    assert "vllm-neuron" in rep["load"]["schedule_verification"]["text"]
+    assert not (run_dir / "schedule.toml").exists()
+
+
+def test_slo_goodput_and_the_sustained_load_follow_the_files(load_run):
+    _, run_dir = load_run
+    rep = load(run_dir / "report.json")
+    entry = rep["load"]["workloads"]["sonnet"]
+    att = 0.9
+    for arm in ARMS:
+        a = entry["arms"][arm]
+        meets = {}
+        for n in LEVELS:
+            files = _files(run_dir, arm, n)
+            g = a["levels"][str(n)]["goodput"]
+            assert g["mean"] == pytest.approx(statistics.mean(f["request_goodput"] for f in files))
+            meets[n] = g["mean"] >= att * statistics.mean(f["request_throughput"] for f in files)
+            assert a["levels"][str(n)]["meets_slo"] == meets[n]
+        top = None
+        for n in LEVELS:
+            if not meets[n]:
+                break
+            top = n
+        assert a["sustains_slo_up_to"] == top
+    assert entry["slo_text"]
+
+
+def test_time_series_add_up_to_each_bench_and_drift_is_judged(load_run):
+    _, run_dir = load_run
+    rep = load(run_dir / "report.json")
+    for arm in ARMS:
+        for n in LEVELS:
+            for rec, f in zip(rep["timeseries"][arm][f"sonnet@c{n}"], _files(run_dir, arm, n)):
+                wins = rec["windows"]
+                assert wins and sum(w["generation_tokens"] for w in wins) == f["total_output_tokens"]
+                if arm != "baseline":
+                    assert sum(w["accepted_tokens"] for w in wins) == f["spec_decode_accepted_tokens"]
+    drift = rep["load"]["workloads"]["sonnet"]["drift"]
+    for arm in ARMS[1:]:
+        for n in LEVELS:
+            d = drift[arm].get(str(n))
+            if d is not None:
+                assert d["drift"] == (d["ci95"][0] > 0 or d["ci95"][1] < 0)
+
+
+def test_the_model_is_fitted_to_the_measurements_and_explains_the_winner(load_run):
+    _, run_dir = load_run
+    rep = load(run_dir / "report.json")
+    model = rep["load"]["workloads"]["sonnet"]["model"]
+    cells = rep["matrix"]["cells"]
+    rows = {(r["arm"], r["level"]): r for r in model["rows"]}
+    for arm in ARMS[1:]:
+        for n in LEVELS:
+            r = rows[(arm, n)]
+            assert r["measured"] == pytest.approx(cells[arm][f"sonnet@c{n}"]["speedup"]["ratio"])
+            assert r["predicted"] > 0
+    assert model["untried"] and all(u["k"] not in (1, 2, 3) for u in model["untried"])
+    assert 0 < model["alpha"] < 1 and "not the paper's" in model["note"]
+    assert set(model["why"]) >= {str(n) for n in LEVELS}
+
+
+def test_the_report_links_its_charts_and_report_html_renders_offline(load_run, tmp_path):
+    _, run_dir = load_run
+    rep = load(run_dir / "report.json")
+    names = [f["name"] for f in rep["figures"]]
+    assert names == ["throughput_vs_k", "speedup_vs_concurrency", "per_position_acceptance", "acceptance_over_time"]
+    md = (run_dir / "report.md").read_text()
+    assert "## Load: where speculation stops paying" in md
+    for f in rep["figures"]:
+        assert (run_dir / f["png"]).is_file() and (run_dir / f["svg"]).is_file()
+        assert f"]({f['png']})" in md
+    assert_charts_render(need_chromium(), run_dir, rep["figures"], tmp_path)
