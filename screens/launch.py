@@ -3,7 +3,9 @@
 Top to bottom: the phase timeline (each phase's elapsed time, the current one animated, compile-cache
 hits), host CPU and RAM gauges, the exact command (c shows it in full and copies it), the smoke-test
 result, the benchmark progress (n/30 requests, tok/s so far, ETA), problems (diagnosis panels and
-failed checks), and the live log (collapsed ×N or raw, follow/pause, filter).
+failed checks), acceptance and tokens/s over time while a bench runs (the server's /metrics about once a
+second: BenchSample events; hidden until the first window), and the live log (collapsed ×N or raw,
+follow/pause, filter).
 
 A tune run has one such pane per arm; its bench line says which workload and repeat runs ("sonnet 2/3",
 from ArmProgress). A run opened with --open shows the saved log files instead, one at a time (`[` / `]`).
@@ -20,6 +22,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from tui.core import events as ev
+from tui.widgets.charts import AcceptanceOverTime
 from tui.widgets.facts import facts_text
 from tui.widgets.common import FACT_ICONS, status_style
 from tui.widgets.diagnosis import DiagnosisPanel
@@ -39,6 +42,8 @@ class LaunchPane(StepPane):
     LaunchPane > #problems { height: auto; max-height: 45%; display: none; }
     LaunchPane > #problems.-shown { display: block; }
     LaunchPane > #problems > .problem-facts { height: auto; }
+    LaunchPane > AcceptanceOverTime { height: 40%; min-height: 9; max-height: 16; display: none; }
+    LaunchPane > AcceptanceOverTime.-shown { display: block; }
     """
 
     def __init__(self, step: str, title: str, max_log_lines: int = 10_000) -> None:
@@ -71,6 +76,7 @@ class LaunchPane(StepPane):
         yield ProgressLine("Bench", id=f"{self.step}-bench", bar_width=12)
         with VerticalScroll(id="problems"):
             yield Static("", classes="problem-facts", markup=False)
+        yield AcceptanceOverTime(id=f"{self.step}-live")
         yield LogPanel(self.max_log_lines, id=f"{self.step}-log")
 
     def on_mount(self) -> None:
@@ -92,6 +98,17 @@ class LaunchPane(StepPane):
     def timeline(self) -> PhaseTimeline:
         return self.query_one(PhaseTimeline)
 
+    @property
+    def live_chart(self) -> AcceptanceOverTime:
+        return self.query_one(AcceptanceOverTime)
+
+    def add_samples(self, samples: list[ev.BenchSample]) -> None:
+        """The bench's /metrics windows as they arrive (the pump hands them over in batches): the live chart
+        appears with the first one and repaints at most a few times a second."""
+        chart = self.live_chart
+        chart.add_class("-shown")
+        chart.add_samples(samples)
+
     # -- events ---------------------------------------------------------------------------------------------
     def reset(self) -> None:
         self.attempt += 1
@@ -104,6 +121,8 @@ class LaunchPane(StepPane):
         self.req = self.tok = None
         self.arm_progress = None
         self.query_one(ProgressLine).set_prefix("")
+        self.live_chart.clear()
+        self.live_chart.remove_class("-shown")
         self.timeline.reset()
         self.query_one(".launch-smoke").display = True
         self.query_one(ProgressLine).display = True

@@ -1,10 +1,14 @@
 """Results of a tune run (the tutorial's Step 3 as a matrix), fed by `MatrixTable(matrix)`.
 
 Top to bottom: the recommendation per workload (fixed above the scroll: visible at 80×24 without scrolling),
-the workload shown (`[` / `]` switch), arms × metrics for that workload (a DataTable: the row under the cursor
-is the arm whose per-position acceptance is drawn), the baseline-vs-baseline noise floor, output throughput
-vs k per workload with its 95 % interval, per-position acceptance (marginal and conditional) of the selected
+the workload shown (`[` / `]` switch; in a concurrency sweep each workload at each level), arms × metrics for
+that workload (a DataTable: the row under the cursor is the arm whose per-position acceptance is drawn), the
+baseline-vs-baseline noise floor, output throughput vs k per workload with its 95 % interval, per-position acceptance (marginal and conditional) of the selected
 arm with the acceptance length predicted for every k' ≤ k, then the checks, diagnostics and exported files.
+
+`g` swaps all of it for the charts view (tui/widgets/charts.py ChartsView) of the same bench key: throughput vs
+k, speedup vs concurrency (from `LoadTable`, report.json's "load"), per-position acceptance and the selected arm's
+acceptance over time (its /metrics windows: BenchSample events as the arms bench, or a saved run's timeseries).
 
 The matrix dict is report.json's `matrix` (its shape: tui/core/results/stats.py, build_matrix): workloads, arms, cells[arm][workload],
 recommendation[workload], noise_floor[workload].
@@ -21,7 +25,9 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from tui.core import events as ev
+from tui.core.plan.arms import level_key, split_key
 from tui.core.results import stats
+from tui.widgets.charts import ChartData, ChartsView, TimePoint, points_from_windows
 from tui.widgets.common import bar, status_style
 
 from .base import FailureBanner
@@ -296,6 +302,9 @@ class MatrixPane(ResultsBase):
     MatrixPane #diagnostics { height: auto; border: none; padding: 0; }
     MatrixPane #diagnostics-title { height: 1; text-style: bold; }
     MatrixPane #results-checks { height: auto; }
+    MatrixPane.-charts #recommendation, MatrixPane.-charts #matrix-scroll { display: none; }
+    MatrixPane #matrix-charts { display: none; }
+    MatrixPane.-charts #matrix-charts { display: block; }
     """
 
     def __init__(self) -> None:
@@ -304,6 +313,11 @@ class MatrixPane(ResultsBase):
         self.workload_index = 0
         self.selected_arm: str | None = None
         self._table_width = 0
+        self.load: dict[str, Any] | None = None  # report.json's "load" (LoadTable), a concurrency sweep only
+        # /metrics windows per (arm, bench key): one list of points per repeat (BenchSample events, or a saved run)
+        self.timeseries: dict[tuple[str, str], list[list[TimePoint]]] = {}
+        self._sample_bench: dict[str, tuple[str, str]] = {}  # arm → (its bench label, key) being sampled now
+        self.charts_shown = False
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="recommendation", markup=False)
@@ -318,6 +332,7 @@ class MatrixPane(ResultsBase):
             yield Static("", id="results-checks", classes="hidden", markup=False)
             yield from self.compose_tail()
             yield Static("", id="exports", classes="section hidden", markup=False)
+        yield ChartsView(id="matrix-charts")
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -340,6 +355,8 @@ class MatrixPane(ResultsBase):
     def handle(self, event: ev.Event) -> None:
         if isinstance(event, ev.MatrixTable):
             self.set_matrix(event.matrix)
+        elif isinstance(event, ev.LoadTable):
+            self.set_load(event.load)
         else:
             super().handle(event)
 
@@ -363,8 +380,37 @@ class MatrixPane(ResultsBase):
             self._show(sel)
         self._draw()
 
+    def set_load(self, load: dict[str, Any]) -> None:
+        self.load = load if isinstance(load, dict) else None
+        self._draw_charts()
+
+    def set_timeseries(self, series: dict[tuple[str, str], list[Any]]) -> None:
+        """A saved run's /metrics windows: {(arm, bench key): [each repeat's facts["timeseries"]]}."""
+        self.timeseries = {k: [points_from_windows(ts) for ts in reps] for k, reps in series.items()}
+        self._draw_charts()
+
+    def add_samples(self, arm: str, samples: list[ev.BenchSample]) -> None:
+        """Live BenchSample events of an arm's benches, filed under their bench key ("sonnet c4 r2" at
+        concurrency 4 → sonnet@c4, a new repeat each time the label changes)."""
+        for s in samples:
+            cur = self._sample_bench.get(arm)
+            if cur is None or cur[0] != s.label:
+                key = level_key((s.label.split() or [""])[0], s.concurrency)  # "sonnet@c4"; matched in _draw_charts
+                self._sample_bench[arm] = cur = (s.label, key)
+                self.timeseries.setdefault((arm, key), []).append([])
+            self.timeseries[(arm, cur[1])][-1].append(
+                TimePoint(float(s.t_s), float(s.tokens_per_s),
+                          float(s.acceptance_rate) if s.acceptance_rate is not None else None))
+
+    def toggle_charts(self, shown: bool | None = None) -> bool:
+        """`g`: the charts view of the bench key shown, or back to the table."""
+        self.charts_shown = (not self.charts_shown) if shown is None else shown
+        self.set_class(self.charts_shown, "-charts")
+        self._draw_charts()
+        return self.charts_shown
+
     def cycle_workload(self, delta: int = 1) -> str | None:
-        """`]` / `[`: the next (previous) workload; the table, the bars and the noise floor follow."""
+        """`]` / `[`: the next (previous) workload; the table, the bars, the noise floor and the charts follow."""
         if not self.workloads:
             return None
         self.workload_index = (self.workload_index + delta) % len(self.workloads)
@@ -422,6 +468,24 @@ class MatrixPane(ResultsBase):
         self._draw_noise()
         self.query_one("#matrix-chart", Static).update(throughput_chart(m, self._content_width() - 4, w))
         self._draw_positions()
+        self._draw_charts()
+
+    def _draw_charts(self) -> None:
+        if not self.charts_shown:
+            return
+        self.query_one(ChartsView).show(ChartData(self.matrix, self.load, self._series_by_key()), self.workload,
+                                        self.selected_arm)
+
+    def _series_by_key(self) -> dict[tuple[str, str], list[list[TimePoint]]]:
+        """The /metrics series filed under the matrix's keys: a live bench's "sonnet@c1" is the matrix's "sonnet"
+        in a run without a concurrency sweep (its benches still report their --max-concurrency)."""
+        keys = set(self.workloads)
+        out: dict[tuple[str, str], list[list[TimePoint]]] = {}
+        for (arm, key), reps in self.timeseries.items():
+            k = key if key in keys else split_key(key)[0]
+            if k in keys:
+                out.setdefault((arm, k), []).extend(reps)
+        return out
 
     def _draw_table(self) -> None:
         m = self.matrix or {}

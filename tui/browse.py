@@ -4,7 +4,8 @@
 are there) and refuses, with one paragraph, a directory that is missing or is not a finished specdec-tui run.
 `show_closed_run` fills the app's panes from it: each step's status and summary, the facts the steps saved
 (env.json, checkpoints.json, the dataset and server facts of state.json), the diagnoses, the results (the
-comparison of a two-arm run from report.json's runs/comparison, the matrix pane for a tune run) and each
+comparison of a two-arm run from report.json's runs/comparison, the matrix pane for a tune run, with its "load"
+and the benches' /metrics windows for the charts view) and each
 server step's log files, paged one at a time in the log view. No engine is created: n / a / r / s say why not.
 """
 
@@ -337,6 +338,8 @@ def _results_events(run: ClosedRun) -> list[ev.Event]:
     out: list[ev.Event] = []
     if run.tune:
         out.append(ev.MatrixTable("results", rep["matrix"]))
+        if isinstance(rep.get("load"), dict):  # a concurrency sweep: the charts view's speedup vs concurrency
+            out.append(ev.LoadTable("results", rep["load"]))
         return out
     runs = rep.get("runs") or {}
     if runs:
@@ -356,6 +359,28 @@ def _results_events(run: ClosedRun) -> list[ev.Event]:
             out.append(ev.Snippet("results", snippet))
     except (OSError, UnicodeDecodeError):
         pass
+    return out
+
+
+def saved_timeseries(run: ClosedRun) -> dict[tuple[str, str], list[Any]]:
+    """Each bench's /metrics windows, {(arm, bench key): [each repeat's timeseries]}: from report.json's
+    "timeseries" ({arm: {key: [timeseries per repeat] or one timeseries}}) where the report has it, else from the
+    arms' repeat facts in state.json (facts["repeats"][key][i]["timeseries"])."""
+    out: dict[tuple[str, str], list[Any]] = {}
+    saved = run.report.get("timeseries")
+    if isinstance(saved, dict) and saved:
+        for arm, keys in saved.items():
+            for key, reps in (keys.items() if isinstance(keys, dict) else ()):
+                reps = [reps] if isinstance(reps, dict) else reps
+                if isinstance(reps, list) and reps:
+                    out[(str(arm), str(key))] = [r for r in reps if isinstance(r, (dict, list))]
+        return out
+    for sid in run.plan.launch:
+        reps = run.step_facts(sid).get("repeats")
+        for key, recs in (reps.items() if isinstance(reps, dict) else ()):
+            series = [r.get("timeseries") for r in recs or [] if isinstance(r, dict) and r.get("timeseries")]
+            if series:
+                out[(sid, key)] = series
     return out
 
 
@@ -404,10 +429,14 @@ def show_closed_run(app: Any, run: ClosedRun) -> None:
         status = st.get("status") if st.get("status") in ev.StepStatus._value2member_map_ else "pending"
         secs = st.get("seconds") if isinstance(st.get("seconds"), (int, float)) else None
         app.set_step_status(sid, status, secs, str(st.get("summary") or ""))
+    if run.tune and hasattr(app.results_pane, "set_timeseries"):
+        series = saved_timeseries(run)
+        if series:
+            app.results_pane.set_timeseries(series)
     paths = {k: v for k, v in export_paths(run.path / "report.json").items() if v.is_file()}
     app.results_pane.set_exports(paths, final=True)
     for note in run.notes:
         app.notify(note, severity="warning", timeout=10)
 
 
-__all__ = ["ClosedRun", "OpenRunError", "open_run", "show_closed_run", "log_files", "read_tail"]
+__all__ = ["ClosedRun", "OpenRunError", "open_run", "show_closed_run", "saved_timeseries", "log_files", "read_tail"]

@@ -14,6 +14,8 @@ KEY_TABLE: tuple[tuple[str, str], ...] = (
     ("`c`", "show (and copy) the exact commands: the planned ones before the first launch"),
     ("`w`", "save the profile, with your edits, as TOML that `--headless` replays"),
     ("`[` / `]`", "tune results: previous / next workload; a run opened with `--open`: a server step's log files"),
+    ("`g`", "tune results: the charts (throughput vs k, speedup vs concurrency, acceptance per position and over "
+            "time) of the workload shown, or back to the table"),
     ("`↑` `↓`", "move in the focused list or log (in the step list: show that step's pane)"),
     ("`tab` / `shift+tab`", "move between widgets"),
     ("`esc`", "back to the step list (in the log filter: clear it, then back to the log)"),
@@ -24,7 +26,7 @@ KEY_TABLE: tuple[tuple[str, str], ...] = (
 DOCUMENTED_KEYS = {
     "n": "`n`", "a": "`a`", "r": "`r`", "p": "`p`", "s": "`s`", "e": "`e`", "l": "`l` / `f` / `v` / `/`",
     "f": "`l` / `f` / `v` / `/`", "v": "`l` / `f` / `v` / `/`", "slash": "`l` / `f` / `v` / `/`", "c": "`c`",
-    "w": "`w`", "left_square_bracket": "`[` / `]`", "right_square_bracket": "`[` / `]`", "escape": "`esc`", "question_mark": "`?` / `ctrl+p` / `q` or `ctrl+q`",
+    "w": "`w`", "left_square_bracket": "`[` / `]`", "right_square_bracket": "`[` / `]`", "g": "`g`", "escape": "`esc`", "question_mark": "`?` / `ctrl+p` / `q` or `ctrl+q`",
     "ctrl+q": "`?` / `ctrl+p` / `q` or `ctrl+q`", "q": "`?` / `ctrl+p` / `q` or `ctrl+q`",
 }
 

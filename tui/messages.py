@@ -4,7 +4,7 @@ The engine runs in an async worker on the app's loop and calls the app's sink sy
 event. The sink must be cheap, so only low-rate events become one message each (`EngineEvent`); the
 high-rate ones are buffered by the sink and announced by coalescing messages (`can_replace`), so a
 flood of 20k log lines per second becomes at most one pending `LogsPending` and one `ProgressPending`
-in the queue.
+in the queue (and BenchSample windows one `SamplesPending`).
 """
 
 from __future__ import annotations
@@ -40,10 +40,18 @@ class ProgressPending(Message):
 
 
 @dataclass
+class SamplesPending(Message):
+    """BenchSample windows are waiting (coalesced: the sink keeps them, in order, per step)."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SamplesPending)
+
+
+@dataclass
 class StepSelected(Message):
     """The operator moved the step list's cursor to a step (show its pane)."""
 
     step: str
 
 
-__all__ = ["EngineEvent", "LogsPending", "ProgressPending", "StepSelected"]
+__all__ = ["EngineEvent", "LogsPending", "ProgressPending", "SamplesPending", "StepSelected"]

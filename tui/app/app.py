@@ -27,7 +27,7 @@ from textual.binding import Binding
 from textual.notifications import Notification, Notify
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import ContentSwitcher, Input, Static
+from textual.widgets import ContentSwitcher, DataTable, Input, Static
 from textual.worker import Worker, WorkerState
 
 from tui.screens.base import StepPane
@@ -47,6 +47,7 @@ from ..core.profile.model import Profile, ProfileError
 from ..core.store.rundir import default_run_dir
 from ..messages import StepSelected
 from ..runplan import StepPlan, plan_for
+from ..widgets.charts import ChartsView
 from ..widgets.common import env_frozen
 from ..widgets.footer import StableFooter
 from ..widgets.header import HeaderBar
@@ -87,6 +88,8 @@ class SpecdecApp(EnginePump, PaneActions, TerminalLoss, App[int]):
                 tooltip="Matrix results: the next workload; a run opened with --open: the step's next log file"),
         Binding("left_square_bracket", "page_prev", "Page back", key_display="[", id="page-prev", show=False,
                 tooltip="Matrix results: the previous workload; an opened run: the step's previous log file"),
+        Binding("g", "charts", "Charts", id="charts",
+                tooltip="Tune results: the charts of the workload shown (g again: the table)"),
         Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Keys and how the app works"),
         Binding("escape", "focus_steps", "Steps", show=False, id="focus-steps"),
         Binding("ctrl+q", "quit", "Quit", id="quit", priority=True, tooltip="Quit (asks while a server is running)"),
@@ -382,13 +385,16 @@ class SpecdecApp(EnginePump, PaneActions, TerminalLoss, App[int]):
             if isinstance(res, MatrixPane) else None
         browse = self.browse is not None
         log_files = len(self.pane(pane).log_files) if browse and pane in self.launch_steps else 0  # type: ignore[attr-defined]
+        found = self.query("#pane-results")  # absent while another profile's plan swaps the results pane
+        full = found.first() if found else None
         return KeyState(
             pane=pane, pane_title=self.title_of(pane), launch_steps=self.launch_steps, tune=self.plan.tune,
             busy=self.busy, busy_title=self.title_of(self.busy) if self.busy else "", browse=browse,
             run_dir=str(self.run_dir) if self.run_dir is not None else None, started=self.engine is not None,
             closed=self.closed, cursor=self.cursor, failed=failed,
             failed_title=self.title_of(failed) if failed else "", failed_status=self.status[failed] if failed else "",
-            setting_fix=self.setting_fix() is not None, matrix=matrix, log_files=log_files)
+            setting_fix=self.setting_fix() is not None, matrix=matrix, log_files=log_files,
+            results_ready=isinstance(full, MatrixPane) and full.matrix is not None)
 
     def on_key(self, event) -> None:
         """A key whose action cannot act now says why (its binding is hidden from the footer)."""
@@ -416,6 +422,21 @@ class SpecdecApp(EnginePump, PaneActions, TerminalLoss, App[int]):
             return True
         except Exception:
             return False
+
+    def action_charts(self) -> None:
+        """g: the results' charts view (a tune run), or back to the matrix table; from another pane it opens the
+        Results pane with its charts."""
+        res = self.results_pane
+        if not isinstance(res, MatrixPane):
+            return
+        if self.current_pane_id != "results":
+            self.show_step("results")
+            shown = res.toggle_charts(True)
+        else:
+            shown = res.toggle_charts()
+        # the view scrolls with the arrow keys (at 80x24 one chart fits at a time); back: the table's cursor
+        (res.query_one(ChartsView) if shown else res.query_one(DataTable)).focus()
+        self.refresh_bindings()
 
     def action_focus_steps(self) -> None:
         self.query_one(StepList).focus()

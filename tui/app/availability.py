@@ -44,6 +44,7 @@ class KeyState:
     setting_fix: bool = False  # the failed step's fix is a setting on the Profile pane
     matrix: MatrixView | None = None  # set when the results pane is the matrix
     log_files: int = 0  # an opened run's launch pane: how many log files [ and ] page through
+    results_ready: bool = False  # a tune run's matrix is there (whichever pane is shown)
 
 
 def why_not(state: KeyState, action: str) -> str | None:
@@ -93,6 +94,14 @@ def why_not(state: KeyState, action: str) -> str | None:
         if not s.setting_fix:
             return ("p opens the setting a failed step's fix names; no step has failed with such a fix. The "
                     "settings are on the Profile pane (select it in the step list).")
+        return None
+    if action == "charts":
+        if not s.tune:
+            return ("g shows the charts of a tune run's results (throughput vs k, speedup vs concurrency, acceptance "
+                    "per position and over time); this run has two arms: its comparison is on the Results pane.")
+        if not s.results_ready:
+            return ("The charts appear when the results step has run; while an arm benches, its pane draws "
+                    "acceptance over time live.")
         return None
     if action == "save_profile":
         return None if s.pane == "profile" else "w saves the profile from the Profile pane: select it first."

@@ -2,8 +2,9 @@
 
 The engine calls `sink` synchronously, on the app's loop, for every event. The sink is cheap: log lines go into
 per-step buffers flushed into the log widgets at most every LOG_FLUSH_S, Progress keeps only the latest value
-per task, and both are announced by coalescing messages; every other event becomes one `EngineEvent` message,
-which `on_engine_event` turns into step states, pane updates, diagnoses and toasts.
+per task, BenchSample windows are kept per step and handed to the panes in batches (the live acceptance chart of
+the arm's pane, the matrix pane's charts), all announced by coalescing messages; every other event becomes one
+`EngineEvent` message, which `on_engine_event` turns into step states, pane updates, diagnoses and toasts.
 
 `EnginePump` is a mixin of `SpecdecApp` (tui/app/app.py): Textual finds its message handlers through the MRO.
 """
@@ -14,10 +15,11 @@ import time
 
 from tui.screens.dataset import DatasetPane
 from tui.screens.launch import LaunchPane
+from tui.screens.matrix import MatrixPane
 from tui.screens.profile import ProfilePane
 
 from ..core import events as ev
-from ..messages import EngineEvent, LogsPending, ProgressPending
+from ..messages import EngineEvent, LogsPending, ProgressPending, SamplesPending
 
 LOG_FLUSH_S = 0.1
 
@@ -34,7 +36,10 @@ class EnginePump:
         self._flush_timer = None
         self._progress: dict[tuple[str, str], ev.Progress] = {}
         self._progress_posted = False
+        self._samples: dict[str, list[ev.BenchSample]] = {}
+        self._samples_posted = False
         self.log_lines_in = 0
+        self.samples_in = 0
 
     # -- the sink (called synchronously by the engine, on this loop) ---------------------------------------
     def sink(self, e: ev.Event) -> None:
@@ -55,6 +60,12 @@ class EnginePump:
             if not self._progress_posted:
                 self._progress_posted = True
                 self.post_message(ProgressPending())
+        elif t is ev.BenchSample:
+            self._samples.setdefault(e.step, []).append(e)  # type: ignore[arg-type]
+            self.samples_in += 1
+            if not self._samples_posted:
+                self._samples_posted = True
+                self.post_message(SamplesPending())
         else:
             self.events.append(e)
             self.post_message(EngineEvent(e))
@@ -105,6 +116,20 @@ class EnginePump:
         for (step, _task), p in latest.items():
             if step in self.plan.run_steps:
                 self.pane(step).progress(p)
+
+    def on_samples_pending(self, _msg: SamplesPending) -> None:
+        """BenchSample windows to the step's live chart and to the matrix pane's charts; a step without a chart
+        (or not shown in this run) ignores them."""
+        self._samples_posted = False
+        batch, self._samples = self._samples, {}
+        found = self.query("#pane-results")
+        res = found.first() if found else None
+        for step, samples in batch.items():
+            pane = self.query(f"#pane-{step}") if step in self.launch_steps else None
+            if pane and isinstance(pane.first(), LaunchPane):
+                pane.first().add_samples(samples)
+            if isinstance(res, MatrixPane):
+                res.add_samples(step, samples)
 
     # -- engine events --------------------------------------------------------------------------------------
     def on_engine_event(self, msg: EngineEvent) -> None:

@@ -1,13 +1,25 @@
-"""Results charts drawn with text: acceptance per position and baseline vs EAGLE3 bars."""
+"""Results charts: acceptance per position and baseline vs EAGLE3 bars drawn with text, and a tune run's
+plotted charts (textual-plotext): throughput vs k, speedup vs concurrency, per-position acceptance per arm and
+acceptance over time (live while a bench runs), gathered in the results' charts view (ChartsView)."""
 
 from __future__ import annotations
 
+import math
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Grid, VerticalScroll
 from textual.widget import Widget
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
 
-from .common import bar, fmt_num
+from tui.core.plan.arms import split_key
+from tui.core.results import stats
+
+from .common import bar, fmt_num, no_color
 
 
 class AcceptanceBars(Widget):
@@ -109,3 +121,570 @@ class CompareChart(Widget):
                 else:
                     t.append("n/a", style="dim")
         return t
+
+
+# == Plotted charts (textual-plotext) ==========================================================================
+# Four charts of a tune run, drawn by plotext inside Textual (textual-plotext's PlotextPlot): output throughput
+# vs k with its 95 % interval, speedup vs concurrency with its interval band and the crossover, per-position
+# acceptance per arm, and acceptance (and tokens/s) over time, live from BenchSample events or from a saved run.
+# Every series has its own marker character and the legend is a caption line under the plot, so each chart reads
+# without colour (NO_COLOR: plotext's colourless "clear" theme) and in tmux; a chart with nothing to draw says so
+# in one plain line. The data shapes are the engine's: build_matrix's matrix (tui/core/results/stats.py), report
+# .json's "load" (tui/core/results/load.py) and the /metrics windows of a bench's facts ("timeseries").
+
+ARM_COLORS = ("cyan", "magenta", "green", "yellow", "blue", "red")
+LIVE_REPAINT_S = 0.25  # the live chart repaints at most four times a second, however fast samples arrive
+LIVE_MAX_POINTS = 3600  # an hour of 1 s windows; older points drop off the left
+
+
+def _n(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else None
+
+
+def _ci(v: Any) -> tuple[float | None, float | None]:
+    if isinstance(v, (list, tuple)) and len(v) == 2:
+        return _n(v[0]), _n(v[1])
+    return None, None
+
+
+def _arm_list(matrix: dict[str, Any]) -> list[dict[str, Any]]:
+    return [a for a in (matrix or {}).get("arms") or [] if isinstance(a, dict) and a.get("id")]
+
+
+def _short_label(arm: dict[str, Any], arms: list[dict[str, Any]]) -> str:
+    return stats.arm_label(arm, arms).replace("k = ", "k=")
+
+
+def _marker(i: int, k: Any) -> str:
+    """A series' marker: its k as a digit (1..9), else a letter; readable without colour."""
+    if isinstance(k, int) and not isinstance(k, bool) and 0 < k < 10:
+        return str(k)
+    return "abcdefghij"[i % 10]
+
+
+# -- the data each chart draws (plain functions: tested without an app) ---------------------------------------
+@dataclass
+class ThroughputPoint:
+    arm: str
+    label: str
+    mean: float
+    lo: float | None
+    hi: float | None
+    recommended: bool = False
+
+
+def throughput_points(matrix: dict[str, Any] | None, key: str | None) -> list[ThroughputPoint]:
+    """One point per arm with a mean output throughput at `key` (a workload or bench key), in the matrix's
+    arm order (baseline first)."""
+    if not matrix or not key:
+        return []
+    arms = _arm_list(matrix)
+    rec = ((matrix.get("recommendation") or {}).get(key) or {})
+    out = []
+    for a in arms:
+        ot = (((matrix.get("cells") or {}).get(a["id"]) or {}).get(key) or {}).get("output_throughput") or {}
+        m = _n(ot.get("mean"))
+        if m is None:
+            continue
+        lo, hi = _ci(ot.get("ci95"))
+        out.append(ThroughputPoint(a["id"], _short_label(a, arms), m, lo, hi,
+                                   rec.get("arm") == a["id"] and not rec.get("stop_tuning")))
+    return out
+
+
+@dataclass
+class SpeedupSeries:
+    arm: str
+    label: str
+    marker: str
+    levels: list[int]
+    ratio: list[float]
+    lo: list[float | None]
+    hi: list[float | None]
+    crossover: float | None = None  # the level (fractional, on the log2 axis) where the ratio crosses 1
+    range_text: str = ""
+
+
+def _crossing(levels: list[int], ratio: list[float], last_pays: Any) -> float | None:
+    """Where the ratio line crosses 1 going down after the last level that pays (interpolated on log2 of the
+    level): the crossover drawn on the chart. None when it never goes from ≥ 1 to < 1 there."""
+    start = last_pays if isinstance(last_pays, int) else None
+    for i in range(len(levels) - 1):
+        a, b = levels[i], levels[i + 1]
+        if start is not None and a < start:
+            continue
+        ra, rb = ratio[i], ratio[i + 1]
+        if ra >= 1.0 > rb:
+            xa, xb = math.log2(a), math.log2(b)
+            return 2 ** (xa + (xb - xa) * (ra - 1.0) / (ra - rb))
+    return None
+
+
+def speedup_series(load: dict[str, Any] | None, workload: str | None) -> list[SpeedupSeries]:
+    """Per speculative arm of `workload` in report.json's "load": the speedup ratio and its 95 % interval at
+    each level that has a ratio, the crossover and the verdict's words (range_text)."""
+    if not load or not workload:
+        return []
+    wl = ((load.get("workloads") or {}).get(workload) or {})
+    out = []
+    for arm_id, arm in (wl.get("arms") or {}).items():
+        if not isinstance(arm, dict):
+            continue
+        rows = []
+        for lv, lev in (arm.get("levels") or {}).items():
+            sp = (lev or {}).get("speedup") if isinstance(lev, dict) else None
+            r = _n((sp or {}).get("ratio"))
+            if not str(lv).isdigit() or r is None:
+                continue
+            lo, hi = _ci(sp.get("ci95"))
+            if sp.get("unbounded"):
+                lo = hi = None
+            rows.append((int(lv), r, lo, hi))
+        if not rows:
+            continue
+        rows.sort()
+        levels, ratio = [r[0] for r in rows], [r[1] for r in rows]
+        cross = _crossing(levels, ratio, (arm.get("crossover") or {}).get("last_pays"))
+        label = str(arm.get("label") or arm_id).replace("k = ", "k=")
+        out.append(SpeedupSeries(arm_id, label, _marker(len(out), arm.get("k")), levels, ratio,
+                                 [r[2] for r in rows], [r[3] for r in rows], cross, str(arm.get("range_text") or "")))
+    return out
+
+
+def position_series(matrix: dict[str, Any] | None, key: str | None) -> list[tuple[str, str, list[float]]]:
+    """(arm label, marker, marginal per-position acceptance in percent) of every speculative arm at `key`."""
+    if not matrix or not key:
+        return []
+    arms = _arm_list(matrix)
+    out = []
+    for a in arms:
+        if a.get("kind") == "baseline":
+            continue
+        c = ((matrix.get("cells") or {}).get(a["id"]) or {}).get(key) or {}
+        marg = [_n(x) for x in ((c.get("per_position") or {}).get("marginal") or [])]
+        if marg and all(x is not None for x in marg):
+            out.append((_short_label(a, arms), _marker(len(out), a.get("num_speculative_tokens")),
+                        [float(x) for x in marg]))  # type: ignore[arg-type]
+    return out
+
+
+@dataclass
+class TimePoint:
+    t: float
+    tokens_per_s: float
+    acceptance: float | None
+
+
+def points_from_windows(timeseries: Any) -> list[TimePoint]:
+    """A bench's /metrics windows (facts["timeseries"]: counter deltas per window) as points: tokens/s over the
+    window and vLLM's acceptance (accepted / draft tokens, percent; None where no draft ran)."""
+    wins = (timeseries or {}).get("windows") if isinstance(timeseries, dict) else timeseries
+    out = []
+    for w in wins or []:
+        if not isinstance(w, dict):
+            continue
+        t0, t1, gen = _n(w.get("t0")), _n(w.get("t1")), _n(w.get("generation_tokens"))
+        if t1 is None:
+            continue
+        span = (t1 - t0) if t0 is not None else None
+        tps = gen / span if gen is not None and span and span > 0 else 0.0
+        d, a = _n(w.get("draft_tokens")), _n(w.get("accepted_tokens"))
+        out.append(TimePoint(t1, tps, 100.0 * a / d if d and a is not None else None))
+    return out
+
+
+def legend(items: list[tuple[str, str]], width: int) -> Text:
+    """Legend items ("1 k=1", "· 95 % band", ...) two spaces apart, wrapped onto as many lines as `width` needs;
+    an empty style draws the item dim."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    col = 0
+    for text, style in items:
+        if col and col + 2 + len(text) > width:
+            t.append("\n")
+            col = 0
+        elif col:
+            t.append("  ")
+            col += 2
+        t.append(text, style=style or "dim")
+        col += len(text)
+    return t
+
+
+# -- the widgets -----------------------------------------------------------------------------------------------
+class PlotChart(PlotextPlot):
+    """A plotext chart with a caption (the legend, in words) under it and a one-line state when it has no
+    data. Subclasses say whether they have data (`has_data`), draw (`draw`) and caption (`caption`)."""
+
+    DEFAULT_CSS = """
+    PlotChart { height: 14; min-height: 3; width: 1fr; }
+    """
+    NAME = "chart"
+    EMPTY = "no data yet"
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.builds = 0  # how many times the plot was built (the live chart's repaints are bounded)
+        self.data: list[Any] = []  # what `draw` plots (each chart's own points or series)
+        self.key: str | None = None  # the bench key (or workload) they belong to
+
+    def set_data(self, data: list[Any], key: str | None) -> None:
+        self.data, self.key = data, key
+        self.refresh()
+
+    @property
+    def mono(self) -> bool:
+        try:
+            return bool(self.app.no_color) or no_color()
+        except Exception:
+            return no_color()
+
+    def has_data(self) -> bool:
+        return bool(self.data)
+
+    def draw(self, plt: Any, mono: bool) -> None:  # pragma: no cover - every chart draws
+        raise NotImplementedError
+
+    def caption(self, mono: bool, width: int) -> Text:
+        return Text()
+
+    def title(self, plt: Any, text: str) -> None:
+        """plotext drops a title wider than the plot: shorten it instead."""
+        w = max(8, self.size.width - 8)
+        plt.title(text if len(text) <= w else text[: w - 1] + "…")
+
+    def empty_text(self) -> Text:
+        return Text(f"{self.NAME}: {self.EMPTY}", style="dim", no_wrap=True, overflow="ellipsis")
+
+    def color(self, i: int, mono: bool) -> Any:
+        return None if mono else ARM_COLORS[i % len(ARM_COLORS)]
+
+    def render(self) -> Text:
+        if not self.has_data():
+            return self.empty_text()
+        mono = self.mono
+        cap = self.caption(mono, self.size.width)
+        cap_lines = len(cap.plain.split("\n")) if cap.plain else 0
+        w, h = self.size.width, self.size.height - cap_lines
+        if w < 20 or h < 5:
+            t = Text(f"{self.NAME}: too small to draw (needs 20×{5 + cap_lines})", style="dim", no_wrap=True)
+            return t
+        plt = self.plt
+        plt.clear_figure()
+        plt.plotsize(w, h)
+        plt._set_size(w, h)
+        plt.theme("clear" if mono else self._get_plotext_theme_name(self.app.theme))
+        self.draw(plt, mono)
+        self.builds += 1
+        out = Text.from_ansi(plt.build(), no_wrap=True, overflow="ellipsis")
+        out.rstrip()
+        if cap_lines:
+            out.append("\n")
+            out.append_text(cap)
+        return out
+
+
+class ThroughputVsK(PlotChart):
+    """Output tokens/s per arm (x: baseline, k=1, k=2, ...) with its 95 % interval as a vertical segment."""
+
+    NAME = "Output tok/s vs k"
+    data: list[ThroughputPoint]
+
+    def set_matrix(self, matrix: dict[str, Any] | None, key: str | None) -> None:
+        self.set_data(throughput_points(matrix, key), key)
+
+    @property
+    def points(self) -> list[ThroughputPoint]:
+        return self.data
+
+    def draw(self, plt: Any, mono: bool) -> None:
+        xs = list(range(len(self.points)))
+        for x, p in zip(xs, self.points):
+            if p.lo is not None and p.hi is not None:
+                plt.plot([x, x], [p.lo, p.hi], marker="│", color=self.color(0, mono))
+        plt.scatter(xs, [p.mean for p in self.points], marker="●")
+        star = [x for x, p in zip(xs, self.points) if p.recommended]
+        if star:
+            plt.scatter(star, [self.points[star[0]].mean], marker="★", color=None if mono else "yellow")
+        plt.xticks(xs, [p.label for p in self.points])
+        plt.xlim(-0.5, len(xs) - 0.5)
+        self.title(plt, f"{self.key} · output tok/s vs k")
+
+    def caption(self, mono: bool, width: int) -> Text:
+        items = [("● mean", ""), ("│ 95 % interval (repeats)", "")]
+        if any(p.recommended for p in self.points):
+            items.append(("★ recommended", ""))
+        return legend(items, width)
+
+
+class SpeedupVsConcurrency(PlotChart):
+    """Per speculative arm: speedup over the baseline vs concurrency (log2 axis) with the 95 % band (its lower
+    and upper lines, ·), the line y = 1 (no gain), and the crossover (X) where the ratio falls below 1."""
+
+    NAME = "Speedup vs concurrency"
+    EMPTY = "no data yet (a tune run with [tune] concurrency draws it)"
+    data: list[SpeedupSeries]
+
+    def set_load(self, load: dict[str, Any] | None, workload: str | None) -> None:
+        self.set_data(speedup_series(load, workload), workload)
+
+    @property
+    def series(self) -> list[SpeedupSeries]:
+        return self.data
+
+    def draw(self, plt: Any, mono: bool) -> None:
+        levels = sorted({lv for s in self.series for lv in s.levels})
+        for i, s in enumerate(self.series):  # the bands first: the ratio lines are drawn over them
+            for side in (s.lo, s.hi):
+                pts = [(math.log2(lv), v) for lv, v in zip(s.levels, side) if v is not None]
+                if len(pts) > 1:
+                    plt.plot([p[0] for p in pts], [p[1] for p in pts], marker="·", color=self.color(i, mono))
+                elif pts:
+                    plt.scatter([pts[0][0]], [pts[0][1]], marker="·", color=self.color(i, mono))
+        plt.hline(1.0)
+        for i, s in enumerate(self.series):
+            plt.plot([math.log2(lv) for lv in s.levels], s.ratio, marker=s.marker, color=self.color(i, mono))
+        cross = [(math.log2(s.crossover), 1.0) for s in self.series if s.crossover is not None]
+        if cross:
+            plt.scatter([c[0] for c in cross], [c[1] for c in cross], marker="X",
+                        color=None if mono else "red")
+        xs = [math.log2(lv) for lv in levels]
+        plt.xticks(xs, [str(lv) for lv in levels])
+        if len(xs) > 1:
+            plt.xlim(xs[0] - 0.25, xs[-1] + 0.25)
+        plt.xlabel("concurrent requests")
+        self.title(plt, f"{self.key} · speedup vs concurrency")
+
+    def caption(self, mono: bool, width: int) -> Text:
+        items = [(f"{s.marker} {s.label}", "bold") for s in self.series]
+        items += [("· 95 % band", ""), ("─ 1.0 = no gain", ""), ("X crossover", "")]
+        t = legend(items, width)
+        for s in self.series:
+            if s.range_text:
+                t.append("\n")
+                t.append(f"{s.label}: {s.range_text}"[:max(1, width)], style="dim")
+        return t
+
+
+class PerPositionBars(PlotChart):
+    """Per-position acceptance (marginal, percent) of each speculative arm: grouped bars per draft position,
+    each arm's bars drawn with its own digit."""
+
+    NAME = "Acceptance per position"
+    data: list[tuple[str, str, list[float]]]
+
+    def set_matrix(self, matrix: dict[str, Any] | None, key: str | None) -> None:
+        self.set_data(position_series(matrix, key), key)
+
+    @property
+    def series(self) -> list[tuple[str, str, list[float]]]:
+        return self.data
+
+    def draw(self, plt: Any, mono: bool) -> None:
+        n = max(len(v) for _l, _m, v in self.series)
+        labels = [f"pos {i}" for i in range(n)]
+        ys = [v + [0.0] * (n - len(v)) for _l, _m, v in self.series]
+        kwargs: dict[str, Any] = {"marker": [m for _l, m, _v in self.series]}
+        if not mono:
+            kwargs["color"] = [self.color(i, mono) for i in range(len(self.series))]
+        plt.multiple_bar(labels, ys, **kwargs)
+        plt.ylim(0, 100)
+        self.title(plt, f"{self.key} · acceptance % per position")
+
+    def caption(self, mono: bool, width: int) -> Text:
+        return legend([(f"{m} {lab}", "bold") for lab, m, _v in self.series] + [("(each arm's bars: its digit)", "")],
+                      width)
+
+
+class AcceptanceOverTime(PlotChart):
+    """Acceptance (%, left axis, *) and output tokens/s (right axis, +) per /metrics window of one bench. Live:
+    `add_samples` appends BenchSample events and repaints at most every LIVE_REPAINT_S (samples arriving faster
+    are coalesced, toolong-style); a saved run: `set_points`."""
+
+    NAME = "Acceptance over time"
+    EMPTY = "no data yet (sampled from /metrics about once a second while a bench runs)"
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.points: list[TimePoint] = []
+        self.label = ""
+        self.samples_in = 0
+        self.repaints = 0  # refreshes asked for by add_samples (at most one per LIVE_REPAINT_S)
+        self.note = ""
+        self._last_paint = 0.0
+        self._timer: Any = None
+
+    def clear(self) -> None:
+        self.points, self.label, self.note = [], "", ""
+        self.refresh()
+
+    def set_points(self, points: list[TimePoint], label: str, note: str = "") -> None:
+        self.points, self.label, self.note = list(points)[-LIVE_MAX_POINTS:], label, note
+        self.refresh()
+
+    def add_samples(self, samples: list[Any]) -> None:
+        """BenchSample events, in order; a new bench (another label) starts a new series."""
+        for s in samples:
+            if s.label != self.label:
+                self.points, self.label = [], s.label
+            self.points.append(TimePoint(float(s.t_s), float(s.tokens_per_s), _n(s.acceptance_rate)))
+            self.samples_in += 1
+        if len(self.points) > LIVE_MAX_POINTS:
+            del self.points[: len(self.points) - LIVE_MAX_POINTS]
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if self._timer is not None:
+            return  # a repaint is already due: it will draw these points too
+        wait = LIVE_REPAINT_S - (time.monotonic() - self._last_paint)
+        if wait <= 0:
+            self._paint()
+        else:
+            self._timer = self.set_timer(wait, self._paint)
+
+    def _paint(self) -> None:
+        self._timer = None
+        self._last_paint = time.monotonic()
+        self.repaints += 1
+        self.refresh()
+
+    def has_data(self) -> bool:
+        return bool(self.points)
+
+    def draw(self, plt: Any, mono: bool) -> None:
+        ts = [p.t for p in self.points]
+        acc = [(p.t, p.acceptance) for p in self.points if p.acceptance is not None]
+        if acc:
+            plt.plot([a[0] for a in acc], [a[1] for a in acc], marker="*", color=self.color(0, mono))
+            plt.ylim(0, 100)
+        plt.plot(ts, [p.tokens_per_s for p in self.points], marker="+", color=self.color(1, mono),
+                 yside="right" if acc else "left")
+        if not self.compact:
+            plt.xlabel("seconds into the bench")
+        self.title(plt, f"{self.label} · acceptance, tok/s over time".lstrip(" ·"))
+
+    @property
+    def compact(self) -> bool:
+        """A short chart (a server pane at 80×24): no axis title, a one-line legend."""
+        return self.size.height < 14
+
+    def caption(self, mono: bool, width: int) -> Text:
+        last = self.points[-1] if self.points else None
+        spec = any(p.acceptance is not None for p in self.points)
+        if self.compact:
+            items = [("* acc. %", "bold"), ("+ tok/s", "bold")] if spec else [("+ tok/s", "bold"), ("no drafts", "")]
+        elif spec:
+            items = [("* acceptance % (left)", "bold"), ("+ tok/s (right)", "bold")]
+        else:
+            items = [("+ tok/s", "bold"), ("no drafts: acceptance n/a", "")]
+        if last is not None:
+            items.append(((f"t={last.t:.0f}s " if self.compact else f"{len(self.points)} windows, ")
+                          + f"last {last.tokens_per_s:.0f} tok/s"
+                          + (f", {last.acceptance:.1f} %" if last.acceptance is not None else ""), ""))
+        t = legend(items, width)
+        if self.note:
+            t.append("\n")
+            t.append(self.note[:max(1, width)], style="dim")
+        return t
+
+
+# -- the charts view of a tune run's results ---------------------------------------------------------------------
+@dataclass
+class ChartData:
+    """What the charts view draws: the matrix, report.json's load and the saved /metrics windows
+    (timeseries[(arm, key)] = one list of points per repeat)."""
+
+    matrix: dict[str, Any] | None = None
+    load: dict[str, Any] | None = None
+    timeseries: dict[tuple[str, str], list[list[TimePoint]]] = field(default_factory=dict)
+
+
+def drift_note(load: dict[str, Any] | None, arm: str | None, key: str | None) -> str:
+    """The drift verdict of (arm, key) from load["workloads"][wl]["drift"][arm][level], if any."""
+    if not load or not arm or not key:
+        return ""
+    wl, level = split_key(key)
+    d = ((((load.get("workloads") or {}).get(wl) or {}).get("drift") or {}).get(arm) or {}).get(str(level)) or {}
+    text = d.get("text") if isinstance(d, dict) else None
+    if not text:
+        return ""
+    return ("drift: " if d.get("drift") else "no drift: ") + str(text)
+
+
+class ChartsView(VerticalScroll):
+    """The results' charts for the bench key shown (the matrix pane's `[` / `]`), those with data only: throughput
+    vs k, speedup vs concurrency (a concurrency sweep), per-position acceptance and acceptance over time of the
+    selected arm (its first repeat). One column at 80 columns, a 2 × 2 grid when wide."""
+
+    DEFAULT_CSS = """
+    ChartsView { height: 1fr; }
+    ChartsView > #charts-note { height: auto; }
+    ChartsView > #charts-grid { layout: vertical; height: auto; }
+    ChartsView #chart-throughput, ChartsView #chart-positions { height: 17; }
+    ChartsView #chart-speedup { height: 22; }
+    ChartsView #chart-time { height: 19; }
+    ChartsView.-two > #charts-grid { layout: grid; grid-size: 2; grid-gutter: 0 1; grid-rows: 18; }
+    ChartsView.-two PlotChart { height: 100%; }
+    ChartsView .hidden { display: none; }
+    """
+    TWO_COLUMNS = 88  # at this width and wider: a 2 × 2 grid (120 columns leave the pane about 92)
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.data = ChartData()
+        self.key: str | None = None
+        self.arm: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="charts-note", markup=False)
+        with Grid(id="charts-grid"):
+            yield ThroughputVsK(id="chart-throughput")
+            yield SpeedupVsConcurrency(id="chart-speedup")
+            yield PerPositionBars(id="chart-positions")
+            yield AcceptanceOverTime(id="chart-time")
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width >= self.TWO_COLUMNS, "-two")  # the charts redraw at their new size
+
+    def show(self, data: ChartData, key: str | None, arm: str | None) -> None:
+        self.data, self.key, self.arm = data, key, arm
+        self.redraw()
+
+    def time_series(self) -> tuple[str | None, list[TimePoint]]:
+        """The arm whose first repeat at the key is drawn over time, and its points: the arm selected in the table,
+        else the key's recommended arm, else the first speculative arm with windows, else the baseline."""
+        d, key = self.data, self.key or ""
+        rec = (((d.matrix or {}).get("recommendation") or {}).get(key) or {}).get("arm")
+        order = [self.arm, rec] + [a["id"] for a in _arm_list(d.matrix or {}) if a.get("kind") != "baseline"]
+        order += [a["id"] for a in _arm_list(d.matrix or {}) if a.get("kind") == "baseline"]
+        for arm in order:
+            first = next((r for r in d.timeseries.get((arm or "", key)) or [] if r), None)
+            if arm and first:
+                return arm, first
+        return None, []
+
+    def redraw(self) -> None:
+        d, key = self.data, self.key
+        wl = split_key(key)[0] if key else None
+        tp = self.query_one(ThroughputVsK)
+        tp.set_matrix(d.matrix, key)
+        sp = self.query_one(SpeedupVsConcurrency)
+        sp.set_load(d.load, wl)
+        pp = self.query_one(PerPositionBars)
+        pp.set_matrix(d.matrix, key)
+        at = self.query_one(AcceptanceOverTime)
+        arm, first = self.time_series()
+        if first:
+            at.set_points(first, f"{arm} · {key} r1", drift_note(d.load, arm, key))
+        else:
+            at.clear()
+        notes = []
+        for chart in (tp, sp, pp, at):
+            chart.set_class(not chart.has_data(), "hidden")
+            if not chart.has_data():
+                notes.append(chart.empty_text().plain)
+        text = Text(no_wrap=False)
+        text.append(f"Charts · {key or 'no bench key yet'}", style="bold")
+        text.append("  g table · [ ] switch", style="dim")
+        for n in notes:
+            text.append(f"\n{n}", style="dim")
+        self.query_one("#charts-note", Static).update(text)
