@@ -34,6 +34,11 @@ DEFAULTS: dict[str, Any] = {
     # Batching: the added cost of each further token verified in one engine step, relative to a one-token step
     # (0: a step over any batch costs what one sequence's step costs). See tui/sim/model.py step_ms.
     "batch_cost": 0.0,
+    # Tokens verified in one step that cost no more than one (the memory-bound region); batch_cost applies past it.
+    "batch_knee": 1,
+    # Extra cost of an EAGLE3 decode step per draft token, relative to a plain step at batch 1 (the draft's
+    # forward and the longer verify; 0.4 fits the tutorial's MoE pairing).
+    "draft_step_cost": 0.4,
     # Change of position-0 acceptance per 1000 tokens the server has generated (0: no drift).
     "acceptance_drift": 0.0,
     "fault": "none",

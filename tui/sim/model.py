@@ -10,18 +10,22 @@ Calibration (the tutorial, trn2.48xlarge TP16, sonnet 512 in / 128 out):
   prefill × (1 + ``draft_prefill_cost``) + (k − 1) × ``draft_prefill_cost`` × tpot: never below the
   baseline's, and it grows with the draft's cost and with k. (The tutorial's single run reported
   252 → 218 ms median TTFT; the simulator does not reproduce a drop that the first step cannot have.)
-  Acceptance reaches TTFT only through queueing: a request that waits for a slot waits for decode steps.
+  Acceptance reaches TTFT only through queueing: a request that waits for a slot waits for the steps of the
+  requests ahead of it (see Batching).
 - A baseline decode step costs ``tpot_ms`` and emits one token.
-- An EAGLE3 step with k draft tokens costs ``tpot_ms × (1 + 0.4·k)`` and emits 1 + (accepted drafts)
-  tokens. Draft position i is accepted with conditional probability ``acceptance × decay**i``; drafting
+- An EAGLE3 step with k draft tokens costs ``tpot_ms × (1 + v·k)`` (v = ``draft_step_cost``, 0.4) and emits
+  1 + (accepted drafts) tokens. Draft position i is accepted with conditional probability ``acceptance × decay**i``; drafting
   stops at the first rejection. So k = 1 at 69 % gives 9.8 ms / 1.69 ≈ 5.80 ms per token, and k = 2, 3
   are slower than k = 1 for this MoE pairing (tutorial Step 3).
 - Batching (``batch_cost`` = g, default 0): the server runs one engine step for every sequence in flight
   (tui/sim/serve/batch.py). A decode step over b sequences verifies b × (k + 1) tokens and costs
-  ``step_ms = tpot_ms × (1 + 0.4·k) × (1 + g·(b·(k + 1) − 1))``: g is the added cost of each further token
-  verified in a step, relative to a one-token step. A baseline step at b verifies b tokens. So the per-token
+  ``step_ms = tpot_ms × (1 + v·k) × (1 + g·(b·(k + 1) − 1))``: g is the added cost of each further token
+  verified in a step, relative to a one-token step. A baseline step at b verifies b tokens. With
+  ``batch_knee`` = n0 (default 1) the first n0 tokens of a step cost what one does (the memory-bound region of
+  a roofline): the factor is 1 + g·max(0, b·(k + 1) − n0), so speculation stops paying sharply once b·(k + 1)
+  passes the knee while the baseline's b does not. So the per-token
   cost of the baseline falls with b while speculation's extra k·b verified tokens grow with it: the speedup
-  at concurrency b, AL·(1 + g·(b − 1)) / ((1 + 0.4·k)(1 + g·(b·(k + 1) − 1))), falls with b and crosses 1
+  at concurrency b, AL·(1 + g·(b − 1)) / ((1 + v·k)(1 + g·(b·(k + 1) − 1))), falls with b and crosses 1
   where g sets it (``crossover_batch``); with g = 0 every batch costs what one sequence costs, as before.
   A step that admits new requests also runs their prefills (chunked prefill): it lasts the decode cost plus
   each new request's TTFT above, so queueing for a slot and other requests' prefills show in TTFT.
@@ -58,7 +62,7 @@ from .tokens import tokenize
 REFERENCE_PROMPT_TOKENS = 512
 TTFT_CONST_FRACTION = 0.04  # share of ttft_ms that does not scale with the prompt
 DRAFT_PREFILL_COST = 0.05  # default [simulation] draft_prefill_cost: a draft forward / a target forward
-VERIFY_COST_PER_DRAFT = 0.4  # extra target-step cost per draft token (verify + draft forward)
+VERIFY_COST_PER_DRAFT = 0.4  # default [simulation] draft_step_cost: extra step cost per draft token at batch 1
 DRAFT_MISMATCH_ACCEPTANCE = 0.005
 HOST_NOISE_CORRELATION = 0.9  # AR(1) coefficient of the host speed factor's log, per request
 
@@ -84,29 +88,35 @@ def ttft_ms(prompt_tokens: int, base_ttft_ms: float, speculative: bool = False, 
     return t * (1.0 + cost) + max(int(k) - 1, 0) * cost * float(tpot_ms)
 
 
-def step_ms(tpot_ms: float, k: int, batch: int = 1, batch_cost: float = 0.0) -> float:
+def step_ms(tpot_ms: float, k: int, batch: int = 1, batch_cost: float = 0.0,
+            draft_cost: float = VERIFY_COST_PER_DRAFT, knee: int = 1) -> float:
     """Cost of one decode step over `batch` sequences: baseline (k = 0) or an EAGLE3 draft+verify step with k
-    drafts each. The step verifies batch × (k + 1) tokens; each token beyond the first adds batch_cost (g) of a
-    one-token step: tpot × (1 + 0.4·k) × (1 + g·(batch·(k + 1) − 1))."""
+    drafts each. The step verifies batch × (k + 1) tokens; up to `knee` tokens cost what one does (the
+    memory-bound region), each further token adds batch_cost (g) of a one-token step:
+    tpot × (1 + v·k) × (1 + g·max(0, batch·(k + 1) − knee)), v = draft_cost ([simulation] draft_step_cost, 0.4
+    by default). knee = 1 ([simulation] batch_knee's default): tpot × (1 + v·k) × (1 + g·(batch·(k + 1) − 1))."""
     k = max(int(k), 0)
     tokens = max(int(batch), 1) * (k + 1)
-    return tpot_ms * (1.0 + VERIFY_COST_PER_DRAFT * k) * (1.0 + max(float(batch_cost), 0.0) * (tokens - 1))
+    extra = max(0, tokens - max(int(knee), 1))
+    return tpot_ms * (1.0 + max(float(draft_cost), 0.0) * k) * (1.0 + max(float(batch_cost), 0.0) * extra)
 
 
 def decode_speedup(acceptance: float, decay: float, k: int, batch: int = 1, batch_cost: float = 0.0,
+                   draft_cost: float = VERIFY_COST_PER_DRAFT, knee: int = 1,
                    rates: list[float] | None = None) -> float:
     """Steady-state decode speedup of k drafts over the baseline at the same batch (prefill left out): tokens
     per step over the step's cost ratio. rates: per-position marginals (synthetic) instead of acceptance/decay."""
     if k <= 0:
         return 1.0
     al = 1.0 + (sum(rates[:k]) if rates is not None else sum(per_position_acceptance(acceptance, decay, k)))
-    return al * step_ms(1.0, 0, batch, batch_cost) / step_ms(1.0, k, batch, batch_cost)
+    return al * step_ms(1.0, 0, batch, batch_cost, knee=knee) / step_ms(1.0, k, batch, batch_cost, draft_cost, knee)
 
 
-def crossover_batch(acceptance: float, decay: float, k: int, batch_cost: float, max_batch: int = 4096) -> int | None:
+def crossover_batch(acceptance: float, decay: float, k: int, batch_cost: float,
+                    draft_cost: float = VERIFY_COST_PER_DRAFT, knee: int = 1, max_batch: int = 4096) -> int | None:
     """The smallest batch at which k drafts decode slower than the baseline (decode_speedup < 1), or None."""
     for b in range(1, max_batch + 1):
-        if decode_speedup(acceptance, decay, k, b, batch_cost) < 1.0:
+        if decode_speedup(acceptance, decay, k, b, batch_cost, draft_cost, knee) < 1.0:
             return b
     return None
 

@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..model import Decoder, Step, step_ms
+from ..model import VERIFY_COST_PER_DRAFT, Decoder, Step, step_ms
 
 
 @dataclass(eq=False)
@@ -48,9 +48,12 @@ class StepOut:
 
 class BatchEngine:
     def __init__(self, *, tpot_ms: float, batch_cost: float, k: int, max_num_seqs: int, scale: float,
-                 lookup: list[int] | None = None, acceptance_shift: Callable[[], float] | None = None):
+                 draft_cost: float = VERIFY_COST_PER_DRAFT, knee: int = 1, lookup: list[int] | None = None,
+                 acceptance_shift: Callable[[], float] | None = None):
         self.tpot_ms = float(tpot_ms)
         self.batch_cost = float(batch_cost)
+        self.draft_cost = float(draft_cost)
+        self.knee = int(knee)
         self.k = int(k)
         self.max_num_seqs = max(int(max_num_seqs), 1)
         self.scale = float(scale)
@@ -72,7 +75,7 @@ class BatchEngine:
 
     def step_cost_ms(self, decoding: int, k: int, prefills: list[float]) -> float:
         """Simulated ms of one step over `decoding` sequences with k drafts plus the admitted prefills."""
-        cost = step_ms(self.tpot_ms, k, decoding, self.batch_cost) if decoding else 0.0
+        cost = step_ms(self.tpot_ms, k, decoding, self.batch_cost, self.draft_cost, self.knee) if decoding else 0.0
         return cost + sum(prefills)
 
     def submit(self, seq: Seq) -> None:

@@ -9,7 +9,8 @@ import json
 from typing import Any, AsyncIterator
 
 from ..logs import ProcessLog
-from ..model import DRAFT_PREFILL_COST, Decoder, HostNoise, effective_acceptance, prompt_acceptance, seed_of, ttft_ms
+from ..model import (DRAFT_PREFILL_COST, VERIFY_COST_PER_DRAFT, Decoder, HostNoise, effective_acceptance,
+                    prompt_acceptance, seed_of, ttft_ms)
 from ..specconfig import SpecSettings, conditional_rates, parse_speculative_config
 from ..tokens import tokenize as _tok
 from .batch import BatchEngine, Seq
@@ -133,6 +134,8 @@ class ServingState:
         self.engine_clock = BatchEngine(
             tpot_ms=float(cfg.get("tpot_ms", 7.0)), batch_cost=float(cfg.get("batch_cost", 0.0) or 0.0), k=self.k,
             max_num_seqs=self.max_num_seqs, scale=self.scale,
+            draft_cost=float(cfg.get("draft_step_cost", VERIFY_COST_PER_DRAFT)),
+            knee=int(cfg.get("batch_knee", 1) or 1),
             lookup=self.spec.lookup(self.max_num_seqs) if self.spec else None,
             acceptance_shift=(lambda: drift * self.generated / 1000.0) if drift else None)
         self.kv_in_use: dict[int, int] = {}
