@@ -31,6 +31,16 @@ DEFAULTS: dict[str, Any] = {
     "draft_prefill_cost": 0.05,
     # Standard deviation of the log of the host's speed factor, drifting over requests (0: no run-to-run spread).
     "run_spread": 0.0,
+    # Batching: the added cost of each further token verified in one engine step, relative to a one-token step
+    # (0: a step over any batch costs what one sequence's step costs). See tui/sim/model.py step_ms.
+    "batch_cost": 0.0,
+    # Tokens verified in one step that cost no more than one (the memory-bound region); batch_cost applies past it.
+    "batch_knee": 1,
+    # Extra cost of an EAGLE3 decode step per draft token, relative to a plain step at batch 1 (the draft's
+    # forward and the longer verify; 0.4 fits the tutorial's MoE pairing).
+    "draft_step_cost": 0.4,
+    # Change of position-0 acceptance per 1000 tokens the server has generated (0: no drift).
+    "acceptance_drift": 0.0,
     "fault": "none",
     "hbm_gib_per_core": 24.0,
 }

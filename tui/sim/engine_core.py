@@ -34,6 +34,7 @@ from typing import Any
 
 from . import cores as core_claims
 from .config import sim_config
+from .specconfig import NEURON_SCHEDULE_ERROR, SCHEDULE_KEY
 from .logs import (ProcessLog, WorkerGroup, color_enabled, neuronx_cc_format, nrt_format, red_if,
                    traceback_lines)
 
@@ -244,6 +245,13 @@ class EngineSim:
                  "current_platform.check_and_update_config(self.vllm_config)"),
                 ("vllm_neuron/vllm/platform.py", 312, "check_and_update_config",
                  "raise RuntimeError("),
+            ])
+        if self.spec and self.spec.get(SCHEDULE_KEY) is not None:
+            # vllm-neuron compiles fixed-k draft/verify graphs: its platform refuses a batch-size schedule.
+            raise EngineFailure(NEURON_SCHEDULE_ERROR, exc_type="ValueError", from_worker=False, frames=[
+                ("vllm/v1/executor/multiproc_executor.py", 97, "_init_executor",
+                 "current_platform.check_and_update_config(self.vllm_config)"),
+                ("vllm_neuron/vllm/platform.py", 241, "check_and_update_config", "raise ValueError("),
             ])
         cores = self.visible_cores()  # NEURON_VISIBLE_DEVICES, else 0..TP-1
         prefill, decode = buckets(ea)

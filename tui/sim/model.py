@@ -10,12 +10,29 @@ Calibration (the tutorial, trn2.48xlarge TP16, sonnet 512 in / 128 out):
   prefill × (1 + ``draft_prefill_cost``) + (k − 1) × ``draft_prefill_cost`` × tpot: never below the
   baseline's, and it grows with the draft's cost and with k. (The tutorial's single run reported
   252 → 218 ms median TTFT; the simulator does not reproduce a drop that the first step cannot have.)
-  Acceptance reaches TTFT only through queueing: a request that waits for a slot waits for decode steps.
+  Acceptance reaches TTFT only through queueing: a request that waits for a slot waits for the steps of the
+  requests ahead of it (see Batching).
 - A baseline decode step costs ``tpot_ms`` and emits one token.
-- An EAGLE3 step with k draft tokens costs ``tpot_ms × (1 + 0.4·k)`` and emits 1 + (accepted drafts)
-  tokens. Draft position i is accepted with conditional probability ``acceptance × decay**i``; drafting
+- An EAGLE3 step with k draft tokens costs ``tpot_ms × (1 + v·k)`` (v = ``draft_step_cost``, 0.4) and emits
+  1 + (accepted drafts) tokens. Draft position i is accepted with conditional probability ``acceptance × decay**i``; drafting
   stops at the first rejection. So k = 1 at 69 % gives 9.8 ms / 1.69 ≈ 5.80 ms per token, and k = 2, 3
   are slower than k = 1 for this MoE pairing (tutorial Step 3).
+- Batching (``batch_cost`` = g, default 0): the server runs one engine step for every sequence in flight
+  (tui/sim/serve/batch.py). A decode step over b sequences verifies b × (k + 1) tokens and costs
+  ``step_ms = tpot_ms × (1 + v·k) × (1 + g·(b·(k + 1) − 1))``: g is the added cost of each further token
+  verified in a step, relative to a one-token step. A baseline step at b verifies b tokens. With
+  ``batch_knee`` = n0 (default 1) the first n0 tokens of a step cost what one does (the memory-bound region of
+  a roofline): the factor is 1 + g·max(0, b·(k + 1) − n0), so speculation stops paying sharply once b·(k + 1)
+  passes the knee while the baseline's b does not. So the per-token
+  cost of the baseline falls with b while speculation's extra k·b verified tokens grow with it: the speedup
+  at concurrency b, AL·(1 + g·(b − 1)) / ((1 + v·k)(1 + g·(b·(k + 1) − 1))), falls with b and crosses 1
+  where g sets it (``crossover_batch``); with g = 0 every batch costs what one sequence costs, as before.
+  A step that admits new requests also runs their prefills (chunked prefill): it lasts the decode cost plus
+  each new request's TTFT above, so queueing for a slot and other requests' prefills show in TTFT.
+- Synthetic rejection sampling (vLLM's ``rejection_sample_method = "synthetic"``, tui/sim/specconfig.py):
+  position i is accepted with conditional probability a_i / a_{i−1} of the configured marginal rates a.
+- Drift (``acceptance_drift``, default 0): position-0 acceptance moves by that much per 1000 tokens the
+  server has generated (clamped to [0, 1]); synthetic rates do not drift.
 - Acceptance varies with the prompt: each prompt's position-0 acceptance is a Beta draw around the
   route's mean with standard deviation ``acceptance_spread``, seeded by the prompt text
   (``prompt_acceptance``), so the same prompts give the same acceptance (greedy decoding is
@@ -45,7 +62,7 @@ from .tokens import tokenize
 REFERENCE_PROMPT_TOKENS = 512
 TTFT_CONST_FRACTION = 0.04  # share of ttft_ms that does not scale with the prompt
 DRAFT_PREFILL_COST = 0.05  # default [simulation] draft_prefill_cost: a draft forward / a target forward
-VERIFY_COST_PER_DRAFT = 0.4  # extra target-step cost per draft token (verify + draft forward)
+VERIFY_COST_PER_DRAFT = 0.4  # default [simulation] draft_step_cost: extra step cost per draft token at batch 1
 DRAFT_MISMATCH_ACCEPTANCE = 0.005
 HOST_NOISE_CORRELATION = 0.9  # AR(1) coefficient of the host speed factor's log, per request
 
@@ -71,9 +88,37 @@ def ttft_ms(prompt_tokens: int, base_ttft_ms: float, speculative: bool = False, 
     return t * (1.0 + cost) + max(int(k) - 1, 0) * cost * float(tpot_ms)
 
 
-def step_ms(tpot_ms: float, k: int) -> float:
-    """Cost of one decode step: baseline (k = 0) or an EAGLE3 draft+verify step with k drafts."""
-    return tpot_ms * (1.0 + VERIFY_COST_PER_DRAFT * max(int(k), 0))
+def step_ms(tpot_ms: float, k: int, batch: int = 1, batch_cost: float = 0.0,
+            draft_cost: float = VERIFY_COST_PER_DRAFT, knee: int = 1) -> float:
+    """Cost of one decode step over `batch` sequences: baseline (k = 0) or an EAGLE3 draft+verify step with k
+    drafts each. The step verifies batch × (k + 1) tokens; up to `knee` tokens cost what one does (the
+    memory-bound region), each further token adds batch_cost (g) of a one-token step:
+    tpot × (1 + v·k) × (1 + g·max(0, batch·(k + 1) − knee)), v = draft_cost ([simulation] draft_step_cost, 0.4
+    by default). knee = 1 ([simulation] batch_knee's default): tpot × (1 + v·k) × (1 + g·(batch·(k + 1) − 1))."""
+    k = max(int(k), 0)
+    tokens = max(int(batch), 1) * (k + 1)
+    extra = max(0, tokens - max(int(knee), 1))
+    return tpot_ms * (1.0 + max(float(draft_cost), 0.0) * k) * (1.0 + max(float(batch_cost), 0.0) * extra)
+
+
+def decode_speedup(acceptance: float, decay: float, k: int, batch: int = 1, batch_cost: float = 0.0,
+                   draft_cost: float = VERIFY_COST_PER_DRAFT, knee: int = 1,
+                   rates: list[float] | None = None) -> float:
+    """Steady-state decode speedup of k drafts over the baseline at the same batch (prefill left out): tokens
+    per step over the step's cost ratio. rates: per-position marginals (synthetic) instead of acceptance/decay."""
+    if k <= 0:
+        return 1.0
+    al = 1.0 + (sum(rates[:k]) if rates is not None else sum(per_position_acceptance(acceptance, decay, k)))
+    return al * step_ms(1.0, 0, batch, batch_cost, knee=knee) / step_ms(1.0, k, batch, batch_cost, draft_cost, knee)
+
+
+def crossover_batch(acceptance: float, decay: float, k: int, batch_cost: float,
+                    draft_cost: float = VERIFY_COST_PER_DRAFT, knee: int = 1, max_batch: int = 4096) -> int | None:
+    """The smallest batch at which k drafts decode slower than the baseline (decode_speedup < 1), or None."""
+    for b in range(1, max_batch + 1):
+        if decode_speedup(acceptance, decay, k, b, batch_cost, draft_cost, knee) < 1.0:
+            return b
+    return None
 
 
 def conditional_acceptance(acceptance: float, decay: float, position: int) -> float:
@@ -103,11 +148,14 @@ def expected_tpot_ms(tpot_ms: float, acceptance: float, decay: float, k: int) ->
     return step_ms(tpot_ms, k) / expected_tokens_per_step(acceptance, decay, k)
 
 
-def draw_accepted(rng: random.Random, k: int, acceptance: float, decay: float) -> int:
-    """Number of accepted drafts in one step (stops at the first rejection)."""
+def draw_accepted(rng: random.Random, k: int, acceptance: float, decay: float,
+                  conditionals: list[float] | None = None) -> int:
+    """Number of accepted drafts in one step (stops at the first rejection). conditionals: the per-position
+    conditional rates to use instead of acceptance × decay**i (synthetic sampling: a_i / a_{i-1})."""
     n = 0
     for i in range(k):
-        if rng.random() < conditional_acceptance(acceptance, decay, i):
+        p = conditionals[i] if conditionals is not None else conditional_acceptance(acceptance, decay, i)
+        if rng.random() < p:
             n += 1
         else:
             break
@@ -276,12 +324,65 @@ class Plan:
         return sum(s.delay_ms for s in self.steps)
 
 
+class Decoder:
+    """One sequence's decode state: its greedy tokens and what each engine step emits (shared by plan_request
+    and the batched server). step(k) is one decode step with k drafts (k = 0: a plain step)."""
+
+    def __init__(self, prompt: str, prompt_tokens: int, max_tokens: int, *, acceptance: float = 0.69,
+                 decay: float = 0.7, conditionals: list[float] | None = None, max_model_len: int | None = None,
+                 lossless_broken: bool = False, seed: int | None = None):
+        self.n = max(int(max_tokens), 0)
+        self.tokens = greedy_tokens(prompt, self.n)
+        self.prompt_tokens = prompt_tokens
+        self.acceptance = acceptance
+        self.decay = decay
+        self.conditionals = conditionals
+        self.max_model_len = max_model_len
+        self.lossless_broken = lossless_broken
+        self.rng = random.Random(seed if seed is not None else seed_of(prompt))
+        self.pos = 0
+        self.corrupted = False
+        self.speculated = False
+
+    @property
+    def done(self) -> bool:
+        return self.pos >= self.n
+
+    def first(self, delay_ms: float = 0.0) -> Step:
+        """The prefill's token."""
+        self.pos = min(1, self.n)
+        return Step(delay_ms, self.tokens[:self.pos])
+
+    def step(self, k: int, delay_ms: float = 0.0, shift: float = 0.0) -> Step:
+        """One decode step with k drafts (skipped at max_model_len - k, vLLM's rule); shift moves this step's
+        position-0 acceptance (drift)."""
+        pos, n = self.pos, self.n
+        can_spec = k > 0 and (self.max_model_len is None or self.prompt_tokens + pos < self.max_model_len - k)
+        if can_spec:
+            self.speculated = True
+            acc = draw_accepted(self.rng, k, min(1.0, max(0.0, self.acceptance + shift)), self.decay,
+                                self.conditionals)
+            emit = min(1 + acc, n - pos)
+            if self.lossless_broken and acc >= 1:
+                self.tokens[pos] = corrupt_token(self.tokens[pos])
+                self.corrupted = True
+            step = Step(delay_ms, self.tokens[pos:pos + emit], k, acc)
+        else:
+            emit = 1
+            step = Step(delay_ms, self.tokens[pos:pos + 1])
+        self.pos = pos + emit
+        if self.done and self.lossless_broken and self.speculated and not self.corrupted and n > 1:
+            step.tokens[-1] = corrupt_token(step.tokens[-1])
+            self.corrupted = True
+        return step
+
+
 def plan_request(prompt: str, prompt_tokens: int, max_tokens: int, *, ttft: float, tpot: float,
                  k: int = 0, acceptance: float = 0.69, decay: float = 0.7,
                  max_model_len: int | None = None, lossless_broken: bool = False,
                  seed: int | None = None, draft_cost: float = DRAFT_PREFILL_COST,
-                 speed: float = 1.0) -> Plan:
-    """The engine steps of one greedy request producing exactly max_tokens tokens.
+                 speed: float = 1.0, conditionals: list[float] | None = None) -> Plan:
+    """The engine steps of one greedy request producing exactly max_tokens tokens, alone on the server.
 
     ttft/tpot are the *baseline* calibration (ms at 512 prompt tokens, ms per decode step). With k > 0
     the request runs under EAGLE3: the first step adds the draft's prefill and proposals (ttft_ms), and each
@@ -289,33 +390,16 @@ def plan_request(prompt: str, prompt_tokens: int, max_tokens: int, *, ttft: floa
     prompt_acceptance). Speculation is skipped once the sequence reaches max_model_len - k (vLLM's rule).
     speed multiplies every delay (the host factor, HostNoise).
     """
-    n = max(int(max_tokens), 0)
-    tokens = greedy_tokens(prompt, n)
+    dec = Decoder(prompt, prompt_tokens, max_tokens, acceptance=acceptance, decay=decay, conditionals=conditionals,
+                  max_model_len=max_model_len, lossless_broken=lossless_broken, seed=seed)
     plan = Plan(prompt_tokens=prompt_tokens)
-    if n == 0:
+    if dec.n == 0:
         return plan
-    spec = k > 0
     speed = float(speed) if speed > 0 else 1.0
-    first = ttft_ms(prompt_tokens, ttft, spec, k=k, draft_cost=draft_cost, tpot_ms=tpot) * speed
-    tpot = tpot * speed
-    rng = random.Random(seed if seed is not None else seed_of(prompt))
-    plan.steps.append(Step(first, tokens[:1]))
-    pos = 1
-    corrupted = False
-    while pos < n:
-        can_spec = spec and (max_model_len is None or prompt_tokens + pos < max_model_len - k)
-        if can_spec:
-            acc = draw_accepted(rng, k, acceptance, decay)
-            emit = min(1 + acc, n - pos)
-            if lossless_broken and acc >= 1:
-                tokens[pos] = corrupt_token(tokens[pos])
-                corrupted = True
-            plan.steps.append(Step(step_ms(tpot, k), tokens[pos:pos + emit], k, acc))
-        else:
-            emit = 1
-            plan.steps.append(Step(tpot, tokens[pos:pos + 1]))
-        pos += emit
-    if lossless_broken and spec and not corrupted and n > 1:
-        last = plan.steps[-1]
-        last.tokens[-1] = corrupt_token(last.tokens[-1])
+    first = ttft_ms(prompt_tokens, ttft, k > 0, k=k, draft_cost=draft_cost, tpot_ms=tpot) * speed
+    plan.steps.append(dec.first(first))
+    while not dec.done:
+        step = dec.step(k)
+        step.delay_ms = step_ms(tpot * speed, step.drafted)  # a step past max_model_len - k is a plain one
+        plan.steps.append(step)
     return plan

@@ -179,6 +179,19 @@ SCHEMA: dict[str, dict[str, Spec]] = {
                                    "a number from 0 to 10 (a draft forward as a fraction of a target forward)"),
         "run_spread": Spec("float", 0.0, _rng(0, 1),
                            "a number from 0 to 1 (standard deviation of the log of the host's speed; 0: none)"),
+        "batch_cost": Spec("float", 0.0, _rng(0, 1),
+                           "a number from 0 to 1 (the added cost of each further token verified in one batched "
+                           "engine step, relative to a one-token step; sets the concurrency where speculation "
+                           "stops paying; 0: batching is free)"),
+        "batch_knee": Spec("int", 1, _rng(1, 65536),
+                           "an integer from 1 to 65536 (tokens verified in one engine step that cost no more than "
+                           "one, the memory-bound region; batch_cost applies to each token past it)"),
+        "draft_step_cost": Spec("float", 0.4, _rng(0, 10),
+                                "a number from 0 to 10 (extra cost of an EAGLE3 decode step per draft token, "
+                                "relative to a plain step at batch 1; 0.4 fits the tutorial's MoE pairing)"),
+        "acceptance_drift": Spec("float", 0.0, _rng(-1, 1),
+                                 "a number from -1 to 1 (change of position-0 acceptance per 1000 generated tokens; "
+                                 "0: no drift)"),
         "fault": Spec("str", "none", _fault_check, _fault_allowed),
         "hbm_gib_per_core": Spec("float", 24.0, _rng(1, 1024), "GiB per logical core"),
     },

@@ -87,6 +87,7 @@ def build_parser(vt: tuple[int, ...]) -> argparse.ArgumentParser:
     p.add_argument("--label", default=None)
     p.add_argument("--percentile-metrics", default=None)
     p.add_argument("--metric-percentiles", default="99")
+    p.add_argument("--goodput", nargs="+", required=False, default=None)
     p.add_argument("--ready-check-timeout-sec", type=int, default=600 if vt < (0, 14) else 0)
     return p
 
@@ -108,3 +109,42 @@ def parse_metadata(items: list[str] | None) -> dict[str, str]:
         k, v = item.split("=", 1)
         out[k.strip()] = v.strip()
     return out
+
+
+GOODPUT_NAMES = ["ttft", "tpot", "e2el"]
+
+
+def goodput_config(items: list[str] | None) -> dict[str, float]:
+    """vLLM's check_goodput_args / parse_goodput: {"ttft": ms, ...} from "KEY:VALUE" pairs (its messages)."""
+    out: dict[str, float] = {}
+    if not items:
+        return out
+    try:
+        for pair in items:
+            name, val = pair.split(":")
+            out[name] = float(val)
+    except ValueError:
+        raise BenchError("Invalid format found for service level objectives. Specify service level objectives for "
+                         'goodput as "KEY:VALUE" pairs, where the key is a metric name, and the value is a number in '
+                         "milliseconds.") from None
+    for name, val in out.items():
+        if name not in GOODPUT_NAMES:
+            raise BenchError(f"Invalid metric name found, {name}: {val}. The service level objective name should be "
+                             f"one of {str(GOODPUT_NAMES)}. ")
+        if val < 0:
+            raise BenchError(f"Invalid value found, {name}: {val}. The service level objective value should be "
+                             "non-negative.")
+    return out
+
+
+def good_requests(slo_ms: dict[str, float], ttfts: list[float], tpots: list[float], e2els: list[float]) -> int:
+    """vLLM's goodput count: successful requests whose every given metric (seconds) is within its SLO (ms);
+    tpots holds 0 for a request of at most one output token."""
+    metrics, limits = [], []
+    for name, values in (("ttft", ttfts), ("tpot", tpots), ("e2el", e2els)):
+        if name in slo_ms:
+            metrics.append(values)
+            limits.append(slo_ms[name] / 1000.0)
+    if not metrics:
+        return 0
+    return sum(1 for req in zip(*metrics) if all(s >= r for s, r in zip(limits, req)))

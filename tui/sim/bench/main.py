@@ -16,8 +16,8 @@ import httpx
 from tqdm import tqdm
 
 from ..config import sim_config
-from .args import (SONNET_DEPRECATION, TEMPERATURE_WARNING, BenchError, build_parser, parse_metadata,
-                   selected_metrics, vllm_version)
+from .args import (SONNET_DEPRECATION, TEMPERATURE_WARNING, BenchError, build_parser, goodput_config,
+                   parse_metadata, selected_metrics, vllm_version)
 from .client import RequestOutput, request_completion, resolve_model
 from .console import emit
 from .datasets import SampleRequest, sample_custom, sample_sonnet
@@ -52,6 +52,7 @@ async def run(args: argparse.Namespace, cfg: dict[str, Any], vt: tuple[int, ...]
         args.custom_output_len = args.output_len  # vLLM maps the general --output-len onto each dataset
     metadata = parse_metadata(args.metadata)
     selected_metrics(args)  # validate before the run
+    goodput_config(args.goodput)  # vLLM checks the SLOs before it sends anything
     time_scale = float(cfg.get("time_scale", 1.0) or 1.0)
 
     max_conn = args.max_concurrency if args.max_concurrency else None

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from ..tokens import count_tokens
-from .args import METRIC_NAMES, BenchError, selected_metrics
+from .args import METRIC_NAMES, BenchError, good_requests, goodput_config, selected_metrics
 from .client import RequestOutput
 from .console import emit, emit_banner, emit_row
 
@@ -74,6 +74,7 @@ def calculate_and_print(args: argparse.Namespace, vt: tuple[int, ...], outputs: 
     actual_output_lens: list[int] = []
     ttfts: list[float] = []
     tpots: list[float] = []
+    all_tpots: list[float] = []  # 0 for a request of at most one token (vLLM's goodput rule)
     itls: list[float] = []
     e2els: list[float] = []
     for o in outputs:
@@ -83,8 +84,11 @@ def calculate_and_print(args: argparse.Namespace, vt: tuple[int, ...], outputs: 
         olen = o.output_tokens or count_tokens(o.generated_text)
         actual_output_lens.append(olen)
         total_input += o.prompt_len
+        tpot = 0.0
         if olen > 1:
-            tpots.append((o.latency - o.ttft) / (olen - 1))
+            tpot = (o.latency - o.ttft) / (olen - 1)
+            tpots.append(tpot)
+        all_tpots.append(tpot)
         itls += o.itl
         ttfts.append(o.ttft)
         e2els.append(o.latency)
@@ -96,6 +100,8 @@ def calculate_and_print(args: argparse.Namespace, vt: tuple[int, ...], outputs: 
     failed = len(outputs) - completed
     peak_tokens, peak_conc = _peaks(outputs)
     req_tput = completed / duration if duration > 0 else 0.0
+    slo = goodput_config(getattr(args, "goodput", None))
+    goodput = good_requests(slo, ttfts, all_tpots, e2els) / duration if slo and duration > 0 else None
     out_tput = total_output / duration if duration > 0 else 0.0
     tot_tput = (total_input + total_output) / duration if duration > 0 else 0.0
 
@@ -118,6 +124,8 @@ def calculate_and_print(args: argparse.Namespace, vt: tuple[int, ...], outputs: 
     emit_row("Total input tokens:", total_input)
     emit_row("Total generated tokens:", total_output)
     emit_row("Request throughput (req/s):", req_tput, ".2f")
+    if slo:
+        emit_row("Request goodput (req/s):", goodput if goodput is not None else 0.0, ".2f")
     emit_row("Output token throughput (tok/s):", out_tput, ".2f")
     emit_row("Peak output token throughput (tok/s):", peak_tokens, ".2f")
     emit_row("Peak concurrent requests:", peak_conc, ".2f")
@@ -133,7 +141,7 @@ def calculate_and_print(args: argparse.Namespace, vt: tuple[int, ...], outputs: 
         "total_input_tokens": total_input,
         "total_output_tokens": total_output,
         "request_throughput": req_tput,
-        "request_goodput": None,
+        "request_goodput": goodput,
         "output_throughput": out_tput,
         "total_token_throughput": tot_tput,
         "input_lens": [o.prompt_len for o in outputs],

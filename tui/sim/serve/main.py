@@ -11,7 +11,9 @@ import socket
 import sys
 from typing import Any
 
+from ...core.versions import release
 from ..config import sim_config
+from ..specconfig import parse_speculative_config, pydantic_text
 from ..logs import ProcessLog, color_enabled, traceback_lines
 from .args import PER_REQUEST_ERROR, _architecture, engine_args, non_default_args, parse_args
 from .engine_proc import EngineProc
@@ -25,6 +27,16 @@ _CLI_FRAMES = [
     ("uvloop/__init__.py", 109, "run", "return __asyncio.run("),
     ("stdlib/asyncio/runners.py", 118, "run", "return self._loop.run_until_complete(task)"),
     ("uvloop/__init__.py", 61, "wrapper", "return await main"),
+]
+
+
+_CONFIG_FRAMES = [
+    ("vllm/entrypoints/openai/api_server.py", 1896, "run_server",
+     "await run_server_worker(listen_address, sock, args, **uvicorn_kwargs)"),
+    ("vllm/entrypoints/openai/api_server.py", 1912, "run_server_worker", "async with build_async_engine_client("),
+    ("stdlib/contextlib.py", 210, "__aenter__", "return await anext(self.gen)"),
+    ("vllm/entrypoints/openai/api_server.py", 172, "build_async_engine_client_from_engine_args",
+     "vllm_config = engine_args.create_engine_config(usage_context=usage_context)"),
 ]
 
 
@@ -123,14 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(ns, "per_request_spec_decode_metrics", "none") != "none" and not ea["speculative_config"]:
             # VllmConfig.__post_init__ (config/vllm.py): the flag needs a speculative config. vLLM 0.32 reports it
             # as pydantic's ValidationError from create_engine_config, exit 1, before any engine process.
-            _print_api_traceback(log, [
-                ("vllm/entrypoints/openai/api_server.py", 1896, "run_server",
-                 "await run_server_worker(listen_address, sock, args, **uvicorn_kwargs)"),
-                ("vllm/entrypoints/openai/api_server.py", 1912, "run_server_worker",
-                 "async with build_async_engine_client("),
-                ("stdlib/contextlib.py", 210, "__aenter__", "return await anext(self.gen)"),
-                ("vllm/entrypoints/openai/api_server.py", 172, "build_async_engine_client_from_engine_args",
-                 "vllm_config = engine_args.create_engine_config(usage_context=usage_context)"),
+            _print_api_traceback(log, _CONFIG_FRAMES + [
                 ("vllm/engine/arg_utils.py", 2838, "create_engine_config", "config = VllmConfig("),
                 ("pydantic/_internal/_dataclasses.py", 121, "__init__",
                  "s.__pydantic_validator__.validate_python(ArgsKwargs(args, kwargs), self_instance=s)"),
@@ -138,6 +143,20 @@ def main(argv: list[str] | None = None) -> int:
                f"  Value error, {PER_REQUEST_ERROR} [type=value_error, input_value=ArgsKwargs((), "
                "{'model_co... 'shutdown_timeout': 0}), input_type=ArgsKwargs]\n"
                "    For further information visit https://errors.pydantic.dev/2.14/v/value_error")
+            return 1
+        try:
+            parse_speculative_config(ea["speculative_config"], release(version), schedule=False)
+        except ValueError as e:
+            # SpeculativeConfig's pydantic validation (config/speculative.py) inside create_engine_config: exit 1
+            # before any engine process, as vLLM does.
+            _print_api_traceback(log, _CONFIG_FRAMES + [
+                ("vllm/engine/arg_utils.py", 2594, "create_engine_config",
+                 "speculative_config = self.create_speculative_config("),
+                ("vllm/engine/arg_utils.py", 2099, "create_speculative_config",
+                 "return SpeculativeConfig(**self.speculative_config)"),
+                ("pydantic/_internal/_dataclasses.py", 121, "__init__",
+                 "s.__pydantic_validator__.validate_python(ArgsKwargs(args, kwargs), self_instance=s)"),
+            ], pydantic_text(e, ea["speculative_config"]))
             return 1
         if ea["speculative_config"]:
             log.plugin("WARNING", "platform.py", 231, "Speculative decoding is enabled; disabling async scheduling.")

@@ -9,9 +9,11 @@ import json
 from typing import Any, AsyncIterator
 
 from ..logs import ProcessLog
-from ..model import (DRAFT_PREFILL_COST, HostNoise, effective_acceptance, plan_request, prompt_acceptance,
-                    seed_of)
+from ..model import (DRAFT_PREFILL_COST, VERIFY_COST_PER_DRAFT, Decoder, HostNoise, effective_acceptance,
+                    prompt_acceptance, seed_of, ttft_ms)
+from ..specconfig import SpecSettings, conditional_rates, parse_speculative_config
 from ..tokens import tokenize as _tok
+from .batch import BatchEngine, Seq
 from .engine_proc import EngineProc
 
 STATS_INTERVAL_S = 10.0  # VLLM_LOG_STATS_INTERVAL
@@ -109,7 +111,9 @@ class ServingState:
         self.scale = float(cfg.get("token_time_scale") or 1.0)  # serving timing; startup uses time_scale
         self.fault = str(cfg.get("fault") or "none")
         spec = ea.get("speculative_config")
-        self.k = int(spec.get("num_speculative_tokens") or 1) if spec else 0
+        # Validated by main() before the engine starts (vLLM's messages); here only read.
+        self.spec: SpecSettings | None = parse_speculative_config(spec)
+        self.k = self.spec.k if self.spec else 0
         # The host's run-to-run drift ([simulation] run_spread), seeded by --seed and the served configuration,
         # so the baseline and each EAGLE3 arm drift independently and a rerun of the same server repeats itself.
         noise_key = json.dumps([getattr(ns, "seed", 0), ns.model, spec], sort_keys=True, default=str)
@@ -125,9 +129,15 @@ class ServingState:
         self.stats_on = not ns.disable_log_stats
         self.metrics = Metrics(self.served[0], self.k, ready)
         self.max_num_seqs = int(ea["max_num_seqs"])
-        self._sem: asyncio.Semaphore | None = None
-        self.running = 0
-        self.waiting = 0
+        self.generated = 0  # tokens generated since startup (acceptance_drift's clock)
+        drift = float(cfg.get("acceptance_drift", 0.0) or 0.0)
+        self.engine_clock = BatchEngine(
+            tpot_ms=float(cfg.get("tpot_ms", 7.0)), batch_cost=float(cfg.get("batch_cost", 0.0) or 0.0), k=self.k,
+            max_num_seqs=self.max_num_seqs, scale=self.scale,
+            draft_cost=float(cfg.get("draft_step_cost", VERIFY_COST_PER_DRAFT)),
+            knee=int(cfg.get("batch_knee", 1) or 1),
+            lookup=self.spec.lookup(self.max_num_seqs) if self.spec else None,
+            acceptance_shift=(lambda: drift * self.generated / 1000.0) if drift else None)
         self.kv_in_use: dict[int, int] = {}
         self.interval = Interval(self.k)
         self.vocab: dict[str, int] = {}
@@ -137,10 +147,12 @@ class ServingState:
         self.engine_dead = False
 
     @property
-    def sem(self) -> asyncio.Semaphore:
-        if self._sem is None:
-            self._sem = asyncio.Semaphore(self.max_num_seqs)
-        return self._sem
+    def running(self) -> int:
+        return len(self.engine_clock.running)
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for s in self.engine_clock.waiting if not s.cancelled)
 
     def _gauges(self) -> None:
         if not self.stats_on:
@@ -211,42 +223,37 @@ class ServingState:
         # This prompt's own acceptance around the route's mean (the same prompt, the same acceptance).
         mine = prompt_acceptance(prompt, base, float(self.cfg.get("acceptance_spread", 0.0) or 0.0))
         acceptance = effective_acceptance(mine, self.fault)
-        plan = plan_request(prompt, prompt_tokens, max_tokens,
-                            ttft=float(self.cfg.get("ttft_ms", 252.0)), tpot=float(self.cfg.get("tpot_ms", 7.0)),
-                            k=self.k, acceptance=acceptance, decay=float(self.cfg.get("acceptance_decay", 0.7)),
-                            max_model_len=self.max_model_len,
-                            lossless_broken=(self.fault == "lossless-broken"),
-                            draft_cost=float(self.cfg.get("draft_prefill_cost", DRAFT_PREFILL_COST)),
-                            speed=self.noise.next())
+        conditionals = None
+        if self.spec is not None and self.spec.synthetic_rates is not None and self.fault != "draft-mismatch":
+            conditionals = conditional_rates(list(self.spec.synthetic_rates))
+        tpot = float(self.cfg.get("tpot_ms", 7.0))
+        decoder = Decoder(prompt, prompt_tokens, max_tokens, acceptance=acceptance,
+                          decay=float(self.cfg.get("acceptance_decay", 0.7)), conditionals=conditionals,
+                          max_model_len=self.max_model_len, lossless_broken=(self.fault == "lossless-broken"))
+        prefill = ttft_ms(prompt_tokens, float(self.cfg.get("ttft_ms", 252.0)), self.k > 0, k=self.k,
+                          draft_cost=float(self.cfg.get("draft_prefill_cost", DRAFT_PREFILL_COST)), tpot_ms=tpot)
+        seq = Seq(decoder, prefill, speed=self.noise.next())
         loop = asyncio.get_running_loop()
-        rid = id(plan)
+        rid = id(seq)
         arrival = loop.time()
-        self.waiting += 1
-        self._gauges()
-        try:
-            await self.sem.acquire()
-        finally:
-            self.waiting -= 1
-        self.running += 1
-        self.kv_in_use[rid] = prompt_tokens
+        self.engine_clock.submit(seq)
         self._gauges()
         m = self.metrics
         finished: str | None = None
         text = ""
         n_out = 0
-        start = loop.time()
         first_at = None
         try:
-            if self.stats_on:
-                m.queue.observe((start - arrival) / self.scale)
-            due = start
             prev = None
-            last = len(plan.steps) - 1
-            for idx, step in enumerate(plan.steps):
-                due += step.delay_ms * self.scale / 1000.0
-                delay = due - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
+            idx = -1
+            while True:
+                out = await seq.out.get()
+                idx += 1
+                step = out.step
+                if idx == 0:
+                    self.kv_in_use[rid] = prompt_tokens
+                    if self.stats_on and seq.admitted_at is not None:
+                        m.queue.observe((seq.admitted_at - arrival) / self.scale)
                 now = loop.time()
                 emitted = 0
                 piece = ""
@@ -262,8 +269,9 @@ class ServingState:
                         break
                     piece += tok
                 n_out += emitted
+                self.generated += emitted
                 text += piece
-                if finish is None and idx == last:
+                if finish is None and out.last:
                     finish = "length"
                 self.kv_in_use[rid] = prompt_tokens + n_out
                 if spec_stats is not None and step.drafted and self.k:  # independent of --disable-log-stats
@@ -300,9 +308,8 @@ class ServingState:
                     finished = finish
                     break
         finally:
-            self.running -= 1
+            seq.cancelled = True  # a finished sequence has left the batch already; an abandoned one leaves now
             self.kv_in_use.pop(rid, None)
-            self.sem.release()
             if self.stats_on:
                 end = loop.time()
                 m.success(finished or "abort")
