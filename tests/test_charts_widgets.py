@@ -291,7 +291,7 @@ async def test_saved_timeseries_prefers_the_reports_own():
 
     d = closed_run_with_load(Path(scenarios.RUN_DIR))
     rep = json.loads((d / "report.json").read_text())
-    one = {"interval_s": 1.0, "windows": fx.windows(50.0, 100.0, n=3)}
-    rep["timeseries"] = {"eagle3-k1": {"sonnet@c1": one}}
+    one = {"repeat": 1, "windows": fx.windows(50.0, 100.0, n=3)}  # report.json's shape (results/report.py)
+    rep["timeseries"] = {"eagle3-k1": {"sonnet@c1": [one]}}
     (d / "report.json").write_text(json.dumps(rep))
     assert saved_timeseries(open_run(d)) == {("eagle3-k1", "sonnet@c1"): [one]}

@@ -364,14 +364,13 @@ def _results_events(run: ClosedRun) -> list[ev.Event]:
 
 def saved_timeseries(run: ClosedRun) -> dict[tuple[str, str], list[Any]]:
     """Each bench's /metrics windows, {(arm, bench key): [each repeat's timeseries]}: from report.json's
-    "timeseries" ({arm: {key: [timeseries per repeat] or one timeseries}}) where the report has it, else from the
-    arms' repeat facts in state.json (facts["repeats"][key][i]["timeseries"])."""
+    "timeseries" ({arm: {key: [{"repeat": r, "windows": [...]}, ...]}}, results/report.py timeseries_of) where the
+    report has it, else from the arms' repeat facts in state.json (facts["repeats"][key][i]["timeseries"])."""
     out: dict[tuple[str, str], list[Any]] = {}
     saved = run.report.get("timeseries")
     if isinstance(saved, dict) and saved:
         for arm, keys in saved.items():
             for key, reps in (keys.items() if isinstance(keys, dict) else ()):
-                reps = [reps] if isinstance(reps, dict) else reps
                 if isinstance(reps, list) and reps:
                     out[(str(arm), str(key))] = [r for r in reps if isinstance(r, (dict, list))]
         return out

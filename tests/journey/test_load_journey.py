@@ -13,12 +13,16 @@ import pytest
 
 from test_report_html import assert_charts_render, need_chromium
 
+from tui.core.plan.commands import level_prompts
+from tui.core.profile.model import load_profile
+
 from .conftest import Session, assert_named_files_exist, load, user_env
 
 RUN_TIMEOUT_S = 1500
 LEVELS = (1, 2, 4, 8, 16)
 ARMS = ("baseline", "eagle3-k1", "eagle3-k2", "eagle3-k3")
 REPEATS = 3
+PROFILE = load_profile("tune-load-demo")
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +70,7 @@ def test_one_launch_per_arm_and_one_bench_per_level_and_repeat(load_run):
         for n in LEVELS:
             files = _files(run_dir, arm, n)
             for f in files:
-                assert f["max_concurrency"] == n and f["completed"] == f["num_prompts"] == max(8, 2 * n)
+                assert f["max_concurrency"] == n and f["completed"] == f["num_prompts"] == level_prompts(PROFILE, n)
                 assert f["failed"] == 0 and f["request_goodput"] is not None
             cell = rep["matrix"]["cells"][arm][f"sonnet@c{n}"]
             assert cell["output_throughput"]["values"] == pytest.approx([f["output_throughput"] for f in files])
