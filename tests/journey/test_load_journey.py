@@ -179,3 +179,23 @@ def test_the_report_links_its_charts_and_report_html_renders_offline(load_run, t
         assert (run_dir / f["png"]).is_file() and (run_dir / f["svg"]).is_file()
         assert f"]({f['png']})" in md
     assert_charts_render(need_chromium(), run_dir, rep["figures"], tmp_path)
+
+
+def test_the_app_opens_the_sweep_and_draws_its_charts(session, load_run):
+    """The README's `--open` block on the sweep just saved: `g` on the Results pane draws the charts from the
+    saved report (throughput vs k, speedup vs concurrency with its band and crossover, per-position acceptance,
+    acceptance over time), legible in an 80×24 pseudo-terminal."""
+    _, run_dir = load_run
+    assert session.run_dirs()[-1] == run_dir
+    term = session.pty("open")
+    try:
+        assert term.wait_for("Opened read-only", 60), term.text()
+        term.send("g")  # from any pane: jumps to Results with the charts open
+        assert term.wait_for("output tok/s vs k", 30), term.text()
+        assert term.wait_for("speedup vs concurrency", 10), term.text()
+        term.send("\x11")  # ctrl+q
+        code = term.wait_exit(60)
+    finally:
+        term.close()
+    assert code == 0
+    session.assert_nothing_left()
