@@ -26,12 +26,18 @@ def _counting(monkeypatch) -> list[list[str]]:
     return calls
 
 
-def test_version_probe_is_remembered_and_reads_metadata_only(tmp_path, monkeypatch):
+def _first_probe(tmp_path, monkeypatch):
+    """(probe calls so far, the fake venv's bin, its environment, placeholders) after one version probe of vLLM 0.21.0."""
     calls = _counting(monkeypatch)
     vbin = make_vllm_venv(tmp_path, vllm="0.21.0", plugin=None)
     env = {"PATH": str(vbin)}
     ph = Placeholders(python=PY)
     assert ip.probe_vllm_version(make_profile(), ph, env) == "0.21.0"
+    return calls, vbin, env, ph
+
+
+def test_version_probe_is_remembered_and_reads_metadata_only(tmp_path, monkeypatch):
+    calls, _, env, ph = _first_probe(tmp_path, monkeypatch)
     assert ip.probe_vllm_version(make_profile(), ph, env) == "0.21.0"
     assert len(calls) == 1, "the second arm reuses the first probe"
     assert calls[0][-1] == ip.PROBE_METADATA_SOURCE and ip.IMPORTS_MARKER not in calls[0][-1]
@@ -41,11 +47,7 @@ def test_version_probe_is_remembered_and_reads_metadata_only(tmp_path, monkeypat
 
 
 def test_an_install_in_between_is_seen(tmp_path, monkeypatch):
-    calls = _counting(monkeypatch)
-    vbin = make_vllm_venv(tmp_path, vllm="0.21.0", plugin=None)
-    env = {"PATH": str(vbin)}
-    ph = Placeholders(python=PY)
-    assert ip.probe_vllm_version(make_profile(), ph, env) == "0.21.0"
+    calls, vbin, env, ph = _first_probe(tmp_path, monkeypatch)
     site = next((vbin.parent / "lib").glob("python3*/site-packages"))
     old = site / "vllm-0.21.0.dist-info"
     new = site / "vllm-0.22.0.dist-info"
