@@ -140,7 +140,12 @@ def child(args: argparse.Namespace) -> None:
         app.exit(0)
 
     app.call_later(lambda: app.run_worker(start(), name="flood", group="bench"))
-    app.run()
+    if args.cprofile:
+        import cProfile
+
+        cProfile.runctx("app.run()", globals(), {"app": app}, args.cprofile)
+    else:
+        app.run()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -185,6 +190,8 @@ def parent(args: argparse.Namespace) -> int:
             "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--servers", str(args.servers)]
     if args.no_pipeline:
         argv.append("--no-pipeline")
+    if args.cprofile:
+        argv += ["--cprofile", str(Path(args.cprofile).resolve())]
     proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=tmp,
                             start_new_session=True, close_fds=True)
     os.close(slave)
@@ -272,6 +279,8 @@ def main() -> int:
     p.add_argument("--rows", type=int, default=24)
     p.add_argument("--no-pipeline", action="store_true", help="send events straight to the sink (skip the "
                                                               "engine's log parsing)")
+    p.add_argument("--cprofile", metavar="FILE", help="run the app under cProfile and write its stats to FILE "
+                                                       "(read with python -m pstats; slows the app down)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--tmp", help=argparse.SUPPRESS)
     args = p.parse_args()

@@ -233,7 +233,18 @@ class LogView(ScrollView, can_focus=True):
             self._stale = True
             return
         self._stale = False
-        self.virtual_size = Size(self._width + 2, len(self._view))
+        size = Size(self._width + 2, len(self._view))
+        old = self.virtual_size
+        if size != old:
+            if size.width == old.width and self.is_mounted:
+                # Only more (or fewer) lines: the vertical scrollbar is always there (overflow-y: scroll) and the
+                # horizontal one depends on the width alone, so nothing outside this widget moves. Assigning
+                # virtual_size would lay out the whole screen (a Reactive with layout=True) on every flush, which
+                # was the largest cost of a key press's paint while a flood streams (bench_tui_flood.py).
+                self.set_reactive(LogView.virtual_size, size)
+                self._scroll_update(size)
+            else:
+                self.virtual_size = size
         if self.follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
         self.refresh()

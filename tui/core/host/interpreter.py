@@ -8,7 +8,8 @@ vllm-neuron distributions, the `vllm.platform_plugins` entry points, a few Neuro
 sys.version, and whether `vllm_neuron` can be found (importlib.util.find_spec — vLLM is never imported);
 then, on a second marker line, whether pandas and transformers really import (what `vllm bench serve`
 needs: pandas for `--dataset-name custom`, transformers for the tokenizer).
-`probe_vllm_version(profile, ph, environ)` is the blocking one-call form other steps use.
+`probe_vllm_version(profile, ph, environ)` is the blocking one-call form other steps use: the metadata half only,
+and remembered per interpreter for the run (remembered_probe), so the arms of a run do not each start it again.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ IMPORTS_MARKER = "SPECDEC_PROBE_IMPORTS "
 
 # Runs in the foreign interpreter: keep it compatible with old Pythons (no f-strings, no walrus) so a too-old
 # interpreter still reports its version instead of a SyntaxError.
-PROBE_SOURCE = r'''
+PROBE_METADATA_SOURCE = r'''
 import sys, os, json, re
 # Like a console script, never let the current directory shadow installed packages.
 sys.path[:] = [p for p in sys.path if p not in ("", ".")]
@@ -111,8 +112,13 @@ try:
 except Exception as exc:
     out["errors"].append("importlib.util: %r" % (exc,))
 out["find_spec"] = find
+out["sys_path"] = list(sys.path)
 sys.stdout.write("\n''' + MARKER + r'''" + json.dumps(out) + "\n")
 sys.stdout.flush()
+'''
+
+# The second half: the imports (seconds: transformers pulls in torch). probe_vllm_version runs the first half alone.
+PROBE_IMPORTS_SOURCE = r'''
 # What `vllm bench serve` needs beyond vLLM: pandas (--dataset-name custom) and transformers (the tokenizer).
 # These are really imported (a broken install fails here as it would in the bench); the metadata above is
 # already out in case an import brings the interpreter down.
@@ -127,6 +133,7 @@ for mod in ("pandas", "transformers"):
 sys.stdout.write("\n''' + IMPORTS_MARKER + r'''" + json.dumps(imports) + "\n")
 sys.stdout.flush()
 '''
+PROBE_SOURCE = PROBE_METADATA_SOURCE + PROBE_IMPORTS_SOURCE
 
 _PY_NAME = re.compile(r"^(python|pypy)(\d+(\.\d+)*)?[a-z]?$")
 
@@ -359,22 +366,75 @@ def _probe_result(argv: list[str], rc: int | None, out: str, err: str) -> ProbeR
 
 async def run_probe(interp: Interpreter, environ: dict[str, str], timeout: float = PROBE_TIMEOUT_S,
                     cwd: str | None = None) -> ProbeResult:
-    """Run PROBE_SOURCE in the interpreter (asyncio; never raises for a broken interpreter)."""
+    """Run PROBE_SOURCE in the interpreter (asyncio; never raises for a broken interpreter). Always runs (the env
+    step's check); the result is remembered for probe_vllm_version."""
     if not interp.python:
         return ProbeResult(False, error=interp.error or "no interpreter")
     argv = interp.argv + ["-c", PROBE_SOURCE]
     rc, out, err = await run_capture(argv, environ, timeout, cwd=cwd)
-    return _probe_result(argv, rc, out, err)
+    return remember_probe(interp, environ, _probe_result(argv, rc, out, err))
 
 
 def run_probe_sync(interp: Interpreter, environ: dict[str, str], timeout: float = PROBE_TIMEOUT_S,
-                   cwd: str | None = None) -> ProbeResult:
-    """Blocking twin of run_probe for callers outside the event loop."""
+                   cwd: str | None = None, source: str = PROBE_SOURCE) -> ProbeResult:
+    """Blocking twin of run_probe for callers outside the event loop (`source`: PROBE_METADATA_SOURCE for the
+    metadata alone, without the imports)."""
     if not interp.python:
         return ProbeResult(False, error=interp.error or "no interpreter")
-    argv = interp.argv + ["-c", PROBE_SOURCE]
+    argv = interp.argv + ["-c", source]
     rc, out, err = run_capture_sync(argv, environ, timeout, cwd=cwd)
-    return _probe_result(argv, rc, out, err)
+    return remember_probe(interp, environ, _probe_result(argv, rc, out, err))
+
+
+# Probe results are remembered for the life of the process (one run) per interpreter and the environment variables
+# that decide its sys.path, so that every step and arm asking for the vLLM version does not start that interpreter
+# again (each start costs ~0.1 s for the metadata, seconds with the imports). An entry holds while every directory
+# on the interpreter's sys.path keeps its mtime: installing, upgrading or removing a distribution adds or removes
+# its .dist-info directory there, so a retry after `pip install` probes afresh.
+_PROBES: dict[tuple[Any, ...], tuple[ProbeResult, dict[str, int]]] = {}
+_PROBES_MAX = 16
+
+
+def _probe_key(interp: Interpreter, environ: dict[str, str]) -> tuple[Any, ...]:
+    env = tuple(sorted((k, v) for k, v in environ.items() if k.startswith("PYTHON") or k in ("HOME", "PATH")))
+    return (tuple(interp.argv), env)
+
+
+def _path_stamps(res: ProbeResult) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in res.data.get("sys_path") or []:
+        try:
+            out[str(p)] = os.stat(p).st_mtime_ns
+        except (OSError, TypeError, ValueError):
+            out[str(p)] = -1
+    return out
+
+
+def remember_probe(interp: Interpreter, environ: dict[str, str], res: ProbeResult) -> ProbeResult:
+    """Keep a successful probe's result (one that reports its sys.path) for remembered_probe; returns `res`."""
+    if res.ok and interp.python and isinstance(res.data.get("sys_path"), list):
+        key = _probe_key(interp, environ)
+        _PROBES.pop(key, None)
+        while len(_PROBES) >= _PROBES_MAX:
+            _PROBES.pop(next(iter(_PROBES)))
+        _PROBES[key] = (res, _path_stamps(res))
+    return res
+
+
+def remembered_probe(interp: Interpreter, environ: dict[str, str]) -> ProbeResult | None:
+    """The latest probe of this interpreter in this environment, while its sys.path directories are unchanged
+    (its metadata half at least; `data["imports"]` is empty when only the metadata was probed)."""
+    if not interp.python:
+        return None
+    key = _probe_key(interp, environ)
+    hit = _PROBES.get(key)
+    if hit is None:
+        return None
+    res, stamps = hit
+    if _path_stamps(res) != stamps:
+        _PROBES.pop(key, None)
+        return None
+    return res
 
 
 def server_launch_env(profile: "Profile", ph: "Placeholders", environ: dict[str, str]) -> dict[str, str]:
@@ -393,8 +453,9 @@ def bench_imports(probe: ProbeResult) -> tuple[bool | None, bool | None]:
 
 def probe_vllm_version(profile: "Profile", ph: "Placeholders", environ: dict[str, str]) -> str | None:
     """The vLLM version the profile's `server.command` runs (in the run's environment: on a stand-in platform
-    that is the stand-in's stub `vllm`). Blocking."""
+    that is the stand-in's stub `vllm`). Blocking; the metadata half of the probe only (no imports), and not
+    again while an earlier probe of the same interpreter holds (remembered_probe)."""
     env = server_launch_env(profile, ph, environ)
     interp = find_server_interpreter(ph.resolve(profile.server.command[0]), env)
-    res = run_probe_sync(interp, env)
+    res = remembered_probe(interp, env) or run_probe_sync(interp, env, source=PROBE_METADATA_SOURCE)
     return (res.data.get("packages") or {}).get("vllm") if res.ok else None
