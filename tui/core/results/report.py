@@ -37,8 +37,8 @@ from typing import Any
 
 from tui.core.events import STEP_IDS, STEP_TITLES
 from tui.core.store.rundir import RunDir, atomic_write_json, atomic_write_text
-from tui.core.plan.arms import (arms_of, bench_keys, is_tune, levels_of, run_steps, schedule_verifiable, step_title,
-                                workloads_of)
+from tui.core.plan.arms import (arms_of, bench_keys, is_tune, levels_of, run_steps, schedule_verifiable, split_key,
+                                step_title, workloads_of)
 from tui.core.results import figures as figures_mod
 from tui.core.results import load as load_mod
 from tui.core.results import schedule as schedule_mod
@@ -331,10 +331,11 @@ def arm_checks(profile: Any, facts: dict[str, dict[str, Any]], matrix: dict[str,
             continue
         row: dict[str, Any] = {"smoke_passed": sm.get("passed"), "smoke_text": sm.get("text"),
                                "matches_baseline": sm.get("matches_baseline") if arm.speculative else None}
-        lossless = {wl: {"identical": (c.get("lossless") or {}).get("identical"),
-                         "prompts": (c.get("lossless") or {}).get("prompts")}
-                    for wl, c in (cells.get(arm.id) or {}).items()
-                    if c and (c.get("lossless") or {}).get("prompts")}
+        lossless = {}
+        for key, c in (cells.get(arm.id) or {}).items():  # a load sweep probes each workload once: one entry each
+            if c and (c.get("lossless") or {}).get("prompts"):
+                lossless.setdefault(split_key(key)[0], {"identical": c["lossless"].get("identical"),
+                                                        "prompts": c["lossless"].get("prompts")})
         if arm.speculative and lossless:
             row["lossless"] = lossless
         out[arm.id] = row
@@ -370,9 +371,8 @@ def load_report(profile: Any, facts: dict[str, dict[str, Any]], statuses: dict[s
         load["schedule_verification"] = {"status": "unsupported", "arm": None,
                                          "text": "not run: " + (schedule_verifiable(profile) or "no schedule arm")}
     else:
-        fixed = [r for r in matrix["arms"]]
-        keys = [k for k in bench_keys(profile)]
-        ver = schedule_mod.verify(dict(sched_arm.as_dict(), status=statuses.get(sched_arm.id)), fixed, facts, keys)
+        ver = schedule_mod.verify(dict(sched_arm.as_dict(), status=statuses.get(sched_arm.id)), matrix["arms"], facts,
+                                  bench_keys(profile))
         skipped = (facts.get(sched_arm.id) or {}).get("skipped_because")
         if ver["status"] == "not_run" and skipped:
             ver["text"] = f"not run: {skipped}"
