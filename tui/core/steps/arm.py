@@ -14,8 +14,8 @@ import dataclasses
 import json
 from typing import Any
 
-from tui.core.plan.arms import (arm_by_id, arms_of, fingerprint, level_key, levels_of, repeats_of, result_name,
-                                workloads_of)
+from tui.core.plan.arms import (DYNAMIC_SD_SINCE, arm_by_id, arms_of, fingerprint, level_key, levels_of, repeats_of,
+                                result_name, workloads_of)
 from tui.core.events import ArmProgress, Diagnosis, Fact, Notice
 from tui.core.steps.base import StepContext, StepResult
 from tui.core.steps.server import ServerRun
@@ -23,7 +23,6 @@ from tui.core.plan.workloads import WorkloadError, bench_rows, probe, probe_file
 from tui.core.host.placement import (PlacementError, arm_ports, capacity_check, core_facts, estimate_ram_per_server_gib,
                                      format_range, root_comm_port)
 from tui.core.steps.bench import prepare_bench_dataset, run_benchmark, vllm_version
-from tui.core.plan.arms import DYNAMIC_SD_SINCE
 from tui.core.results.report import load_report
 from tui.core.results.schedule import derive
 from tui.core.versions import at_least
