@@ -390,14 +390,13 @@ class MatrixPane(ResultsBase):
         self._draw_charts()
 
     def add_samples(self, arm: str, samples: list[ev.BenchSample]) -> None:
-        """Live BenchSample events of an arm's benches, filed under their bench key ("sonnet c4 r2" at
-        concurrency 4 → sonnet@c4, a new repeat each time the label changes)."""
+        """Live BenchSample events of an arm's benches, filed under their bench key (the event's `key`, e.g.
+        "sonnet@c4"; a new repeat each time the label changes)."""
         for s in samples:
             cur = self._sample_bench.get(arm)
             if cur is None or cur[0] != s.label:
-                key = level_key((s.label.split() or [""])[0], s.concurrency)  # "sonnet@c4"; matched in _draw_charts
-                self._sample_bench[arm] = cur = (s.label, key)
-                self.timeseries.setdefault((arm, key), []).append([])
+                self._sample_bench[arm] = cur = (s.label, s.key)
+                self.timeseries.setdefault((arm, s.key), []).append([])
             self.timeseries[(arm, cur[1])][-1].append(
                 TimePoint(float(s.t_s), float(s.tokens_per_s),
                           float(s.acceptance_rate) if s.acceptance_rate is not None else None))

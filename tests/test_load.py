@@ -31,7 +31,7 @@ PER_POS = [70.0, 49.0, 34.3]
 
 def windows(acc_start: float, acc_end: float, n: int = 12) -> list[dict]:
     return [{"t0": float(i), "t1": float(i + 1), "generation_tokens": 500, "num_drafts": 100, "draft_tokens": 200,
-             "accepted_tokens": round((acc_start + (acc_end - acc_start) * i / (n - 1)) * 2), "accepted_per_pos": []}
+             "accepted_tokens": round((acc_start + (acc_end - acc_start) * i / (n - 1)) * 2), "per_position": []}
             for i in range(n)]
 
 

@@ -126,12 +126,12 @@ def windows(tput: float, acc: float | None, k: int | None, n: int = 20, fall: fl
     for i in range(n):
         gen = round(tput * (1.0 + 0.03 * ((i * 7) % 5 - 2) / 2))
         w: dict[str, Any] = {"t0": float(i), "t1": float(i + 1), "generation_tokens": gen,
-                             "num_drafts": None, "draft_tokens": None, "accepted_tokens": None, "accepted_per_pos": None}
+                             "num_drafts": None, "draft_tokens": None, "accepted_tokens": None, "per_position": None}
         if acc is not None and k:
             a = acc - fall * i / (n - 1)
             drafts = round(gen / (1 + a / 100 * k))
             w.update(num_drafts=drafts, draft_tokens=drafts * k, accepted_tokens=round(drafts * k * a / 100),
-                     accepted_per_pos=[round(drafts * a / 100)] * k)
+                     per_position=[float(a)] * k)
         out.append(w)
     return out
 

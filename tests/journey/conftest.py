@@ -186,6 +186,12 @@ class Session:
         assert len(new) == 1, f"expected one new run directory under specdec-runs/, found {new}\n{why}"
         return new[0]
 
+    def run_saving(self, name: str, timeout: float) -> tuple[Result, Path]:
+        """Run README block `name`, which saves one run: (its result, the run directory it created)."""
+        before = self.run_dirs()
+        r = self.run(name, timeout)
+        return r, self.new_run_dir(before, r)
+
     def leftovers(self) -> list[psutil.Process]:
         """Processes still running in this session's directory (servers, benches, stand-ins)."""
         out = []

@@ -61,16 +61,12 @@ def check_two_arm_run(run_dir: Path, stderr: str | None = None) -> float:
 
 @pytest.fixture(scope="module")
 def demo_032(session):
-    before = session.run_dirs()
-    r = session.run("demo-vllm-0.32", RUN_TIMEOUT_S)
-    return r, session.new_run_dir(before, r)
+    return session.run_saving("demo-vllm-0.32", RUN_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
 def demo_headless(session, demo_032):
-    before = session.run_dirs()
-    r = session.run("demo-headless", RUN_TIMEOUT_S)
-    return r, session.new_run_dir(before, r)
+    return session.run_saving("demo-headless", RUN_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")

@@ -35,9 +35,7 @@ def session(tmp_path_factory) -> Session:
 
 @pytest.fixture(scope="module")
 def load_run(session):
-    before = session.run_dirs()
-    r = session.run("tune-load-demo", RUN_TIMEOUT_S)
-    return r, session.new_run_dir(before, r)
+    return session.run_saving("tune-load-demo", RUN_TIMEOUT_S)
 
 
 def _files(run_dir: Path, arm: str, n: int) -> list[dict]:

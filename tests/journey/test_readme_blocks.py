@@ -16,7 +16,7 @@ HERE = Path(__file__).resolve().parent
 def journeys_run_by_tests() -> set[str]:
     names: set[str] = set()
     for f in HERE.glob("test_*.py"):
-        names |= set(re.findall(r'session\.(?:run|pty)\("([^"]+)"', f.read_text()))
+        names |= set(re.findall(r'session\.(?:run|run_saving|pty)\("([^"]+)"', f.read_text()))
     return names
 
 

@@ -40,16 +40,12 @@ def session(real_vllm, tmp_path_factory) -> Session:
 
 @pytest.fixture(scope="module")
 def cpu_run(session):
-    before = session.run_dirs()
-    r = session.run("cpu", RUN_TIMEOUT_S)
-    return r, session.new_run_dir(before, r)
+    return session.run_saving("cpu", RUN_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
 def tune_run(session, cpu_run):
-    before = session.run_dirs()
-    r = session.run("cpu-tune", RUN_TIMEOUT_S)
-    return r, session.new_run_dir(before, r)
+    return session.run_saving("cpu-tune", RUN_TIMEOUT_S)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tui.core import events as ev
+from tui.core.plan.arms import level_key
 from tui.core.results.stats import build_matrix
 
 LEVELS = (1, 2, 4, 8)
@@ -44,9 +45,9 @@ def windows(acc: float | None, tps: float, n: int = 20, drift: float = 0.0) -> l
         w: dict[str, Any] = {"t0": float(i), "t1": float(i + 1), "generation_tokens": gen}
         if a is not None:
             w.update({"num_drafts": 400, "draft_tokens": 800, "accepted_tokens": int(round(8 * a)),
-                      "accepted_per_pos": [300, 230]})
+                      "per_position": [75.0, 57.5]})
         else:
-            w.update({"num_drafts": None, "draft_tokens": None, "accepted_tokens": None, "accepted_per_pos": None})
+            w.update({"num_drafts": None, "draft_tokens": None, "accepted_tokens": None, "per_position": None})
         out.append(w)
     return out
 
@@ -133,5 +134,6 @@ def samples(step: str, label: str, n: int, acc: float | None = 60.0, concurrency
     """n BenchSample events of one bench, one per second (the i-th from `start`)."""
     return [ev.BenchSample(step, label, float(i + 1), 1.0, 900 + (i % 7) * 10, 900.0 + (i % 7) * 10,
                            None if acc is None else acc - (i % 5), None if acc is None else 2.1,
-                           () if acc is None else (70.0, 50.0), concurrency)
+                           () if acc is None else (70.0, 50.0), concurrency,
+                           level_key((label.split() or [""])[0], concurrency))
             for i in range(start, start + n)]

@@ -229,7 +229,8 @@ class ArmProgress(Event):
 class BenchSample(Event):
     """One window of the server's /metrics while a bench runs (about a second): counter deltas over the
     window, so acceptance and throughput can be drawn over time. `label` names the bench ("sonnet c4 r2",
-    or "" for a two-arm run's one bench); `t_s` is the window's end in seconds since the bench started.
+    or "" for a two-arm run's one bench) and `key` is its bench key ("sonnet@c4", tui/core/plan/arms.py
+    level_key); `t_s` is the window's end in seconds since the bench started.
     acceptance_rate is vLLM's (accepted / draft tokens, percent), None when no draft ran in the window or the
     server is not speculative; per_position holds the window's per-position acceptance (percent)."""
 
@@ -242,6 +243,7 @@ class BenchSample(Event):
     acceptance_length: float | None = None
     per_position: tuple[float, ...] = ()
     concurrency: int | None = None
+    key: str = ""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from tui.core.bench import metrics as mx
 from tui.core.bench.benchparse import (BenchParseError, BenchResult, TqdmProgressParser, first_request_error, parse_result_json,
                           parse_stdout_blocks)
 from tui.core.plan import build as plan
+from tui.core.plan.arms import level_key
 from tui.core.plan.commands import CUSTOM_JSONL, DATASET_MODE_LABELS, dataset_mode, format_command, level_prompts
 from tui.core.events import Artifact, BenchSample, Command, Notice, Progress
 from tui.core.proc.child import wait_child
@@ -288,9 +289,9 @@ class MetricsSeries:
     tokens and of the spec-decode counters, emitted live as BenchSample events and kept for the result facts
     (`timeseries`). Every number is a delta of the server's own counters."""
 
-    def __init__(self, ctx: StepContext, step: str, label: str, level: int | None, t0: float,
+    def __init__(self, ctx: StepContext, step: str, label: str, key: str, level: int | None, t0: float,
                  spec: mx.SpecCounters | None, srv: mx.ServerCounters | None):
-        self.ctx, self.step, self.label, self.level, self.t0 = ctx, step, label, level, t0
+        self.ctx, self.step, self.label, self.key, self.level, self.t0 = ctx, step, label, key, level, t0
         self.last_t = t0
         self.last_spec, self.last_srv = spec, srv
         self.windows: list[dict[str, Any]] = []
@@ -303,25 +304,18 @@ class MetricsSeries:
         gen = max(srv.generation_tokens - self.last_srv.generation_tokens, 0)
         win: dict[str, Any] = {"t0": round(self.last_t - self.t0, 3), "t1": round(now - self.t0, 3),
                                "generation_tokens": gen, "num_drafts": None, "draft_tokens": None,
-                               "accepted_tokens": None, "accepted_per_pos": None}
-        rate = length = None
-        per: tuple[float, ...] = ()
-        if spec is not None and self.last_spec is not None:
-            drafts = spec.num_drafts - self.last_spec.num_drafts
-            dtok = spec.num_draft_tokens - self.last_spec.num_draft_tokens
-            acc = spec.num_accepted_tokens - self.last_spec.num_accepted_tokens
-            pos = [spec.per_position.get(i, 0) - self.last_spec.per_position.get(i, 0)
-                   for i in range(max(len(spec.per_position), len(self.last_spec.per_position)))]
-            win.update(num_drafts=drafts, draft_tokens=dtok, accepted_tokens=acc, accepted_per_pos=pos)
-            if dtok > 0 and drafts > 0:
-                rate = 100.0 * acc / dtok
-                length = 1.0 + acc / drafts
-                per = tuple(100.0 * a / drafts for a in pos)
+                               "accepted_tokens": None, "per_position": None}
+        st = mx.spec_delta(self.last_spec, spec)  # vLLM's delta method over the window (None: nothing drafted)
+        if st is not None:
+            win.update(num_drafts=st.num_drafts, draft_tokens=st.draft_tokens, accepted_tokens=st.accepted_tokens,
+                       per_position=[round(p, 2) for p in st.per_position])
+        elif spec is not None and self.last_spec is not None:  # a speculative server that drafted nothing here
+            win.update(num_drafts=0, draft_tokens=0, accepted_tokens=0, per_position=[])
         self.windows.append(win)
         self.ctx.emit(BenchSample(self.step, self.label, round(now - self.t0, 3), round(dt, 3), gen,
-                                  round(gen / dt, 2), None if rate is None else round(rate, 2),
-                                  None if length is None else round(length, 3), tuple(round(x, 2) for x in per),
-                                  self.level))
+                                  round(gen / dt, 2), None if st is None else round(st.acceptance_rate, 2),
+                                  None if st is None else round(st.acceptance_length, 3),
+                                  tuple(win["per_position"] or ()), self.level, self.key))
         self.last_t, self.last_spec, self.last_srv = now, spec, srv
 
     def record(self) -> dict[str, Any]:
@@ -369,7 +363,8 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
 
     async with httpx.AsyncClient(timeout=httpx.Timeout(10.0)) as client:
         before, before_srv = await _scrape_spec(client, sr.url)
-        series = MetricsSeries(ctx, step, label, level, time.monotonic(), before, before_srv)
+        key = level_key(workload.name if workload is not None else "sonnet", level)
+        series = MetricsSeries(ctx, step, label, key, level, time.monotonic(), before, before_srv)
         proc = ManagedProcess(argv, env, ctx.run.file(f"{stem}.bench.log"), on_line=on_line, on_chunk=on_chunk,
                               grace_s=2.0)
         try:
