@@ -332,38 +332,51 @@ class HostLocks:
 
     def take(self, claims: Sequence[Claim], group: str = "profile") -> Refusal | None:
         """Take every claim or none: None when all are held by this run now, else the Refusal naming what another
-        run holds (what this call took is released again). Raises LockDirError when a lock directory is unusable."""
+        run holds (what this call took is released again). Raises LockDirError when a lock directory is unusable
+        (having released what this call took)."""
         wanted = list(dict.fromkeys(claims))
         new: list[Path] = []
         held: list[tuple[Claim, Holder]] = []
-        for c in sorted(wanted, key=lambda c: str(c.path)):
-            if c.path in self._fds:
-                continue
-            _ensure_dir(c.path.parent, shared=c.path.parent in DEFAULT_DIRS)
-            try:
-                fd = _open(c.path)
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise LockDirError(f"{c.path} is a symbolic link: remove it (lock files are never links)") from None
-                raise LockDirError(f"{c.path} cannot be opened ({exc.strerror or exc}): fix its permissions or set "
-                                   f"{ENV_DIR}") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                os.close(fd)
-                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    held.append((c, read_holder(c.path)))
+        try:
+            for c in sorted(wanted, key=lambda c: str(c.path)):
+                if c.path in self._fds:
                     continue
-                raise LockDirError(f"{c.path} cannot be locked ({exc.strerror or exc})") from None
-            self._fds[c.path] = fd
-            self._claims[c.path] = c
-            new.append(c.path)
-            self._write_info(fd, c)
+                holder = self._acquire(c)
+                if holder is None:
+                    new.append(c.path)
+                else:
+                    held.append((c, holder))
+        except LockDirError:
+            for p in new:
+                self._drop(p)
+            raise
         if held:
             for p in new:
                 self._drop(p)
             return Refusal(tuple(held))
         self._groups.setdefault(group, set()).update(c.path for c in wanted)
+        return None
+
+    def _acquire(self, c: Claim) -> Holder | None:
+        """Lock `c` for this run (None) or say who holds it (a Holder)."""
+        _ensure_dir(c.path.parent, shared=c.path.parent in DEFAULT_DIRS)
+        try:
+            fd = _open(c.path)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise LockDirError(f"{c.path} is a symbolic link: remove it (lock files are never links)") from None
+            raise LockDirError(f"{c.path} cannot be opened ({exc.strerror or exc}): fix its permissions or set "
+                               f"{ENV_DIR}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return read_holder(c.path)
+            raise LockDirError(f"{c.path} cannot be locked ({exc.strerror or exc})") from None
+        self._fds[c.path] = fd
+        self._claims[c.path] = c
+        self._write_info(fd, c)
         return None
 
     def _write_info(self, fd: int, claim: Claim) -> None:
