@@ -538,8 +538,7 @@ def _host_lock_fact(rec: FactRecorder, ctx: StepContext) -> None:
     held = locks.summary()
     if held:
         where = sorted({str(c.path.parent) for c in locks.held()})
-        rec.add("host lock", held, "pass", f"held for this run in {', '.join(where)}: another specdec-tui run on "
-                                          "this host refuses to launch on them until this one ends")
+        rec.add("host lock", held, "pass", f"this run's until it ends; another run refuses them ({', '.join(where)})")
     else:
         rec.add("host lock", "not held", "warn", "the lock directory could not be used (see the notice above)",
                 "make it writable by every user (`chmod 1777`) or set SPECDEC_LOCK_DIR")
