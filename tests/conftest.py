@@ -19,6 +19,10 @@ os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"  # discard port: closed
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="specdec-tests-hf-")
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+# The host locks (tui/core/host/hostlock.py) of this test session live in a directory of its own: the many tests
+# that check the demo's default port 8000 must not collide with another session's on a shared machine. The tests of
+# the default directory ask for it explicitly (tests/test_host_share.py).
+os.environ.setdefault("SPECDEC_LOCK_DIR", tempfile.mkdtemp(prefix="specdec-tests-locks-"))
 
 import pytest  # noqa: E402
 

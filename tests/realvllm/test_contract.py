@@ -3,7 +3,8 @@
 
 Routes, SSE chunk and usage shapes (/v1/completions and /v1/chat/completions), per-request spec-decode
 metrics (`--per-request-spec-decode-metrics summary` on the EAGLE3 server), /metrics names and spec-decode
-counter arithmetic, `vllm bench serve` stdout blocks and result-JSON keys (openai and openai-chat backends),
+counter arithmetic, `vllm bench serve` stdout blocks and result-JSON keys (openai and openai-chat backends), the
+request/token counters moving by exactly what a bench sent (the isolation check) and by more with a foreign client,
 the readiness line and SIGINT shutdown. One server per
 (kind, role) for the whole module, one at a time (pytest tears the previous parameter down before the
 next starts), so only one real vLLM runs at once. The shutdown test comes last in each group: it stops
@@ -17,12 +18,15 @@ import os
 import re
 import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import httpx
 import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+from tui.core.bench import metrics as mx
 
 from .servers import (READY_LINE, STARTUPS, Server, free_port, port_is_free, serve_flags, sim_bench_argv, sim_env,
                       sim_serve_argv)
@@ -459,6 +463,57 @@ def test_bench_openai_chat_custom(server, chat_jsonl, tmp_path):
         for key in SPEC_BENCH_KEYS:
             assert key in res, key
         assert "Speculative Decoding" in p.stdout
+
+
+def _counters(srv: Server) -> mx.ServerCounters:
+    return mx.parse_server_counters(get(srv, "/metrics").text)
+
+
+def _bench_isolated(server, custom_jsonl, tmp_path, name: str) -> tuple[dict, dict]:
+    before = _counters(server)
+    argv = [*server.bench_cmd, "--backend", "vllm", "--model", server.target, "--host", "127.0.0.1",
+            "--port", str(server.port), "--dataset-name", "custom", "--dataset-path", str(custom_jsonl),
+            "--custom-output-len", "32", "--skip-chat-template", "--num-prompts", "4", "--max-concurrency", "1",
+            "--temperature", "0", "--save-result", "--result-dir", str(tmp_path), "--result-filename", name]
+    p = subprocess.run(argv, capture_output=True, text=True, env=server.bench_env, timeout=900,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    after = _counters(server)  # right after the bench exits, as tui/core/steps/bench.py scrapes
+    res = json.loads((tmp_path / name).read_text())
+    return res, mx.isolation(before, after, completed=res["completed"], failed=res["failed"],
+                             output_tokens=res["total_output_tokens"], max_tokens=32)
+
+
+def test_the_servers_counters_count_exactly_what_the_bench_sent(server, custom_jsonl, tmp_path):
+    """The isolation check (issue 22) rests on this: with nobody else on the server, its request and token counters
+    move by exactly the bench's own accounting, and its load gauges read 0 the moment the bench has exited."""
+    res, iso = _bench_isolated(server, custom_jsonl, tmp_path, "alone.json")
+    assert iso["checked"] and not iso["contaminated"], iso
+    assert iso["server_requests"] == res["completed"] == 4 and iso["server_tokens"] == res["total_output_tokens"]
+    assert iso["in_flight"] == 0
+
+
+def test_a_foreign_client_during_the_bench_is_seen_in_the_counters(server, custom_jsonl, tmp_path):
+    stop = threading.Event()
+    sent = []
+
+    def foreign() -> None:
+        with httpx.Client(timeout=300) as c:
+            while not stop.is_set():
+                c.post(server.url + "/v1/completions", json={"model": server.target, "prompt": PROMPT,
+                                                             "max_tokens": 16, "temperature": 0})
+                sent.append(1)
+
+    t = threading.Thread(target=foreign, daemon=True)
+    t.start()
+    try:
+        res, iso = _bench_isolated(server, custom_jsonl, tmp_path, "shared.json")
+    finally:
+        stop.set()
+        t.join(timeout=300)
+    assert res["completed"] == 4 and sent
+    assert iso["contaminated"] and iso["foreign_requests"] >= 1, iso
+    assert iso["server_requests"] - iso["bench_requests"] == iso["foreign_requests"]
 
 
 def test_bench_exits_0_even_when_the_server_is_unreachable(server, custom_jsonl, tmp_path):

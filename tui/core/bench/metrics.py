@@ -143,12 +143,20 @@ def spec_delta(before: SpecCounters | None, after: SpecCounters | None) -> SpecS
 
 @dataclass
 class ServerCounters:
-    """Simple request/token counters (summed over label sets; `_total` samples only)."""
+    """Simple request/token counters (summed over label sets; `_total` samples only) and the two load gauges.
+    `running` / `waiting` are None when the server exports no such gauge."""
 
     prompt_tokens: int = 0
     generation_tokens: int = 0
     request_success: int = 0
     request_success_by_reason: dict[str, int] = field(default_factory=dict)
+    running: int | None = None
+    waiting: int | None = None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests the server holds now (running + waiting; 0 when it exports neither gauge)."""
+        return (self.running or 0) + (self.waiting or 0)
 
 
 _SIMPLE = {
@@ -156,14 +164,20 @@ _SIMPLE = {
     "vllm:generation_tokens_total": "generation_tokens",
     "vllm:request_success_total": "request_success",
 }
+_GAUGES = {"vllm:num_requests_running": "running", "vllm:num_requests_waiting": "waiting"}
 
 
 def parse_server_counters(text: str) -> ServerCounters:
     """`vllm:prompt_tokens_total`, `vllm:generation_tokens_total`, `vllm:request_success_total`
-    (plus the latter split by `finished_reason`). Missing series count as 0."""
+    (plus the latter split by `finished_reason`; every reason counts, `abort` included), and the gauges
+    `vllm:num_requests_running` / `vllm:num_requests_waiting`. Missing counters count as 0."""
     out = ServerCounters()
     for fam in _families(text):
         for s in fam.samples:
+            gauge = _GAUGES.get(s.name)
+            if gauge is not None:
+                setattr(out, gauge, (getattr(out, gauge) or 0) + int(float(s.value)))
+                continue
             attr = _SIMPLE.get(s.name)
             if attr is None:
                 continue
@@ -173,6 +187,50 @@ def parse_server_counters(text: str) -> ServerCounters:
                 reason = s.labels.get("finished_reason", "")
                 out.request_success_by_reason[reason] = out.request_success_by_reason.get(reason, 0) + value
     return out
+
+
+def isolation(before: ServerCounters | None, after: ServerCounters | None, *, completed: int, failed: int,
+              output_tokens: int | None, max_tokens: int | None, extra_requests: int = 0) -> dict[str, Any]:
+    """Was the server ours alone during a bench? Its own counters' deltas against what the bench says it sent.
+
+    completed / failed / output_tokens: the bench's result (output_tokens: its total generated tokens);
+    extra_requests: requests the bench sends outside its count (the initial test prompt of a ready check);
+    max_tokens: the most tokens one request of the bench may generate (the allowance for those and for failed
+    requests, which the server may have generated for before they failed; None: no token check when there are any).
+
+    Returns {"checked": False, "why": ...} when the counters cannot tell (no scrape, or counters that did not move
+    while the bench completed requests: --disable-log-stats), else {"checked": True, "server_requests",
+    "bench_requests", "foreign_requests", "server_tokens", "bench_tokens", "foreign_tokens", "in_flight",
+    "contaminated", "text"}: contaminated when the server finished more requests than the bench sent (every
+    finished_reason counts), generated more tokens than the bench received (plus the allowance), or still holds
+    requests after the bench's own all ended (in_flight: running + waiting)."""
+    if before is None or after is None:
+        return {"checked": False, "why": "the server's /metrics could not be read before and after the bench"}
+    d_req = after.request_success - before.request_success
+    d_gen = after.generation_tokens - before.generation_tokens
+    if d_req < 0 or d_gen < 0:
+        return {"checked": False, "why": "the server's counters went backwards (it restarted during the bench)"}
+    if d_req == 0 and d_gen == 0 and completed > 0:
+        return {"checked": False, "why": "the server's request counters did not move (stats logging off: "
+                                         "--disable-log-stats)"}
+    sent = completed + failed + extra_requests
+    foreign_req = max(0, d_req - sent)
+    allowance = (failed + extra_requests) * max_tokens if max_tokens is not None else None
+    foreign_tok = 0
+    if output_tokens is not None and (allowance is not None or failed + extra_requests == 0):
+        foreign_tok = max(0, d_gen - output_tokens - (allowance or 0))
+    in_flight = after.in_flight
+    bits = []
+    if foreign_req:
+        bits.append(f"the server finished {d_req} requests, the bench sent {sent}")
+    if foreign_tok:
+        bits.append(f"it generated {d_gen} tokens, the bench received {output_tokens}"
+                    + (f" (+{allowance} allowed for its failed and test requests)" if allowance else ""))
+    if in_flight:
+        bits.append(f"{in_flight} request{'s' if in_flight != 1 else ''} still on the server after the bench ended")
+    return {"checked": True, "server_requests": d_req, "bench_requests": sent, "foreign_requests": foreign_req,
+            "server_tokens": d_gen, "bench_tokens": output_tokens, "foreign_tokens": foreign_tok,
+            "in_flight": in_flight, "contaminated": bool(bits), "text": "; ".join(bits)}
 
 
 class TokenRate:

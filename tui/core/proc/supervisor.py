@@ -208,6 +208,43 @@ class ManagedProcess:
         if self.on_line is not None:
             self.on_line(line, ts)
 
+    def tree(self) -> list[psutil.Process]:
+        """The child, every process it started, and every process of its process group (a daemonized one too)."""
+        if self.proc is None:
+            return []
+        out: dict[int, psutil.Process] = {}
+        try:
+            root = psutil.Process(self.proc.pid)
+            out[root.pid] = root
+            for p in root.children(recursive=True):
+                out[p.pid] = p
+        except psutil.Error:
+            pass
+        if self.pgid is not None:
+            for pid in _group_pids(self.pgid):
+                if pid not in out:
+                    try:
+                        out[pid] = psutil.Process(pid)
+                    except psutil.Error:
+                        continue
+        return list(out.values())
+
+    def listens_on(self, port: int) -> bool | None:
+        """Does a socket of this child's tree (tree()) listen on TCP `port`? None when it cannot be told (a process
+        of the tree whose sockets this user may not read, and none found listening). Blocking: run it in a thread."""
+        unknown = False
+        for p in self.tree():
+            try:
+                conns = p.net_connections(kind="inet")
+            except psutil.NoSuchProcess:
+                continue
+            except psutil.Error:
+                unknown = True
+                continue
+            if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns):
+                return True
+        return None if unknown else False
+
     def mark_ready(self) -> None:
         """The process reached readiness: stop() gives it the full grace period after SIGINT."""
         self.ready = True

@@ -37,6 +37,7 @@ from tui.core.plan.arms import level_key
 from tui.core.results.drift import drift as acceptance_drift
 from tui.core.results.intervals import _numbers, t_interval
 from tui.core.results.specmodel import draft_group as _group, fit as fit_model
+from tui.core.results.contamination import usable_repeats
 from tui.core.results.stats import LATENCY_KEYS, arm_k, arm_label, pays
 
 VERDICTS = ("pays", "not_proven", "loses")
@@ -351,7 +352,7 @@ def analyze(matrix: dict[str, Any], arm_facts: dict[str, dict[str, Any] | None],
             reps_by_key = ((arm_facts.get(aid) or {}).get("repeats") or {})
             lv: dict[str, Any] = {}
             for n, key in keys.items():
-                reps = [r for r in (reps_by_key.get(key) or []) if isinstance(r, dict)]
+                reps = usable_repeats(reps_by_key.get(key))
                 lv[str(n)] = _level(key, ((matrix["cells"].get(aid) or {}).get(key) or {}), reps, spec, slo, attainment)
                 if spec:
                     d = acceptance_drift([(r.get("timeseries") or {}).get("windows") for r in reps])

@@ -25,6 +25,9 @@ report.json keys (documented in the README):
                     each server's smoke test and lossless checks, as the arm steps recorded them
   launches[]        {id, title, status, startup_s, cache_hits, cache_misses, placement}: every server launch
   requested_steps   the steps asked for; steps[] lists each of them, "not run" where it never started
+  contaminated[]    {arm, bench, repeat, result_file, text}: benchmarks another client shared the server with
+                    (its /metrics counters counted more than the bench sent); kept on disk, left out of runs,
+                    comparison, matrix and load (results/contamination.py)
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from tui.core.results import load as load_mod
 from tui.core.results import schedule as schedule_mod
 from tui.core.results.gates import gate_metrics
 from tui.core.plan.commands import CUSTOM_JSONL, Placeholders, format_command
+from tui.core.results.contamination import contaminated_benches, contamination_markdown, usable_repeats
 from tui.core.results.stats import STOP_RULE, build_matrix, matrix_columns, matrix_rows
 from tui.core.plan.build import build_plan, recorded_vllm_version
 
@@ -202,8 +206,9 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
     arms = arms_of(profile)
     for arm in arms:
         facts = _step_facts(arm.id, results, ctx)
-        summ = run_summary(facts.get("bench"), speculative=arm.speculative)
-        if summ is not None:
+        bench = facts.get("bench")
+        summ = run_summary(bench, speculative=arm.speculative) if usable_repeats([bench]) else None
+        if summ is not None:  # a contaminated bench gives no run and no speedup (rep["contaminated"] names it)
             runs[arm.id] = summ
     matrix = None
     if tune:
@@ -242,6 +247,7 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
         rep["verdict"] = tune_verdict(int(exit_code), steps, matrix, diags) or rep["verdict"]
     facts_by_arm = {a.id: _step_facts(a.id, results, ctx) for a in arms}
     statuses = {a.id: (state_steps.get(a.id) or {}).get("status") or "not run" for a in arms}
+    rep["contaminated"] = contaminated_benches(profile, facts_by_arm)
     rep["bench_commands"] = bench_commands(profile, run, facts_by_arm)
     rep["host"] = host_facts(run, ctx)
     rep["checks"] = arm_checks(profile, facts_by_arm, matrix)
@@ -564,6 +570,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         if any((r or {}).get("dataset_mode") == "custom-from-sonnet" for r in rep["runs"].values()):
             w("\nDataset: sonnet (built as custom JSONL: vLLM >= 0.32 has no sonnet dataset); the same prompts as "
               "`--dataset-name sonnet`, sent with `--dataset-name custom --skip-chat-template`.\n")
+    w(contamination_markdown(rep.get("contaminated") or []))
     _checks_markdown(rep, w)
     if not rep.get("matrix"):
         _launches_markdown(rep.get("launches") or [], w)

@@ -17,13 +17,14 @@ from typing import Any, Sequence
 
 from tui.core.plan.arms import split_key
 from tui.core.results.intervals import ratio_interval
+from tui.core.results.contamination import usable_repeats
 from tui.core.results.stats import arm_label
 
 
 def _tputs(facts: dict[str, Any] | None, key: str) -> list[float]:
     reps = ((facts or {}).get("repeats") or {}).get(key) or []
-    return [float(r["output_throughput"]) for r in reps if isinstance(r, dict)
-            and isinstance(r.get("output_throughput"), (int, float)) and not isinstance(r.get("output_throughput"), bool)]
+    return [float(r["output_throughput"]) for r in usable_repeats(reps)
+            if isinstance(r.get("output_throughput"), (int, float)) and not isinstance(r.get("output_throughput"), bool)]
 
 
 def derive(load: dict[str, Any] | None) -> tuple[list[list[int]] | None, str, str | None]:

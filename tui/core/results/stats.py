@@ -17,6 +17,7 @@ import statistics
 from typing import Any, Iterable, Sequence
 
 from tui.core.plan.arms import split_key
+from tui.core.results.contamination import usable_repeats
 from tui.core.results.intervals import (  # noqa: F401  (some names re-exported for stats.*)
     _numbers, betainc, noise_floor, ratio_interval, repeats_to_settle, t_cdf, t_interval, t_quantile, welch_df,
 )
@@ -36,7 +37,7 @@ LATENCY_KEYS = ("median_tpot_ms", "p90_tpot_ms", "p99_tpot_ms", "median_ttft_ms"
 
 
 def _throughputs(repeats: Sequence[dict[str, Any] | None] | None) -> list[float]:
-    return _numbers((r or {}).get("output_throughput") for r in (repeats or []) if isinstance(r, dict))
+    return _numbers(r.get("output_throughput") for r in usable_repeats(repeats))
 
 
 def cell(repeats: Sequence[dict[str, Any] | None] | None, baseline_repeats: Sequence[dict[str, Any] | None] | None = None,
@@ -46,7 +47,7 @@ def cell(repeats: Sequence[dict[str, Any] | None] | None, baseline_repeats: Sequ
     baseline_repeats: the baseline arm's on the same workload (for the speedup); probe / baseline_probe:
     {"texts": [...], "per_request": [...]} (for the lossless check and per-request metrics). A baseline
     cell (speculative False) has no acceptance, speedup or lossless entries."""
-    reps = [r for r in (repeats or []) if isinstance(r, dict)]
+    reps = usable_repeats(repeats)
     ti = t_interval(_throughputs(reps))
     out: dict[str, Any] = {
         "repeats": len(reps),
@@ -318,9 +319,9 @@ LAUNCH_KEYS = ("startup_s", "cache_hits", "cache_misses", "placement")  # kept w
 def _arm_repeats(facts: dict[str, Any], workload: str, first: bool) -> list[dict[str, Any]]:
     reps = (facts.get("repeats") or {}).get(workload)
     if reps:
-        return [r for r in reps if isinstance(r, dict)]
+        return usable_repeats(reps)
     if first and not facts.get("repeats") and isinstance(facts.get("bench"), dict):
-        return [facts["bench"]]  # a two-arm step's facts: its one bench counts as the first workload's repeat
+        return usable_repeats([facts["bench"]])  # a two-arm step's facts: its one bench is the first repeat
     return []
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
+import sys
 import time
 import traceback
 from enum import IntEnum
@@ -27,6 +29,7 @@ from tui.core.events import (
     Command,
     Diagnosis,
     Event,
+    Fact,
     Notice,
     RunFinished,
     RunStarted,
@@ -54,6 +57,7 @@ from tui.core.steps.base import StepContext, StepResult
 from tui.core.steps.registry import step_for
 from tui.core.proc.supervisor import ManagedProcess
 from tui.core.host.hub import hub_settings
+from tui.core.host import hostlock
 
 
 class ExitCode(IntEnum):
@@ -71,6 +75,19 @@ EXIT_USAGE = ExitCode.USAGE
 EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 # A run directory that cannot be written (RunDirUnwritable): exit 2 when nothing could be written at all
 # (the run never started: like a bad --run-dir), exit 1 when it happens once steps have run (the run failed).
+
+# Steps that launch nothing and check no port: they run without the host locks (see _lock_host).
+LOCKLESS_STEPS = frozenset({"checkpoints", "dataset", "results"})
+
+
+def command_line() -> str:
+    """This process's command as an operator typed it ("specdec-tui --demo --headless"; "python -m tui ..."),
+    redacted: what a lock file shows another run."""
+    head = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "specdec-tui"
+    if head == "__main__.py":
+        head = "python -m tui"
+    return redact(" ".join([head, *(shlex.quote(a) for a in sys.argv[1:])]))
+
 
 def parse_steps(spec: str | None, profile: Profile | None = None) -> list[str]:
     """'env,checkpoints' -> ['env', 'checkpoints'] in run order; ValueError names a bad id. The allowed ids
@@ -133,6 +150,11 @@ class Engine(StandIn, Resume):
         self._opened_steps = False
         self._step_task: asyncio.Future[Any] | None = None
         self.run.on_unwritable(self._unwritable_seen)
+        # The host-wide locks on the port and cores this run's servers use (tui/core/host/hostlock.py): taken before
+        # the first step that checks or launches a server, released when the run closes (or by the kernel).
+        self.host_locks = hostlock.HostLocks.this_run(str(self.run.path), command_line(), profile.name)
+        self.ctx.runtime["host_locks"] = self.host_locks
+        self._lock_warned = False
 
     # -- an unwritable run directory: handled once ------------------------------------------------
     def _unwritable_seen(self, err: RunDirUnwritable) -> None:
@@ -211,8 +233,11 @@ class Engine(StandIn, Resume):
         try:
             self.run.update_step(sid, status="running", started=time.time())
             self._opened_steps = True
+            refused = None if self.platform_error else self._lock_host(sid)
             if self.platform_error:
                 res = StepResult("failed", self.platform_error)
+            elif refused is not None:
+                res = refused
             else:
                 self._step_task = asyncio.ensure_future(step_for(sid, self.profile)(self.ctx, sid))
                 try:
@@ -267,6 +292,36 @@ class Engine(StandIn, Resume):
             self.results[sid] = res
         self._emit(StepFinished(sid, res.status, secs, res.summary))
         return res
+
+    def _lock_host(self, sid: str) -> StepResult | None:
+        """Take the host locks of the profile's port and cores before a step that checks or launches a server.
+        None when held (or when the lock directory cannot be used: a warning, once); a failed StepResult naming the
+        run that holds them otherwise: nothing is launched. Corrected settings (a retry) move the locks with them."""
+        if sid in LOCKLESS_STEPS:
+            return None
+        s = self.profile.server
+        claims = hostlock.server_claims(self.profile.platform, s.host, int(s.port),
+                                        int(s.tensor_parallel_size) * int(s.pipeline_parallel_size), s.env,
+                                        self.ctx.environ)
+        if any(c not in claims for c in self.host_locks.held("profile")):
+            self.host_locks.release("profile")
+        try:
+            refusal = self.host_locks.take(claims, "profile")
+        except hostlock.LockDirError as exc:
+            if not self._lock_warned:
+                self._lock_warned = True
+                self._emit(Notice(sid, "warning", f"host locks not taken: {exc}. A second specdec-tui run on this "
+                                                  "host would not see this one."))
+            return None
+        if refusal is None:
+            return None
+        ports = any(c.kind == "port" for c, _ in refusal.held)
+        fix = ("set server.port to a free port" if ports else
+               "give [server.env] a free range (NEURON_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES)")
+        pid = next((h.pid for h in refusal.holders() if h.pid is not None), None)
+        self._emit(Fact(sid, "host lock", refusal.short(), "fail", "",
+                        f"wait for it to finish, stop it{f' (`kill {pid}`)' if pid else ''}, or {fix}"))
+        return StepResult("failed", refusal.text(fix))
 
     async def open(self) -> None:
         """Start a run: state.json, profile.toml, then (in the background) the profile's stand-in platform and
@@ -370,6 +425,7 @@ class Engine(StandIn, Resume):
             except (asyncio.CancelledError, Exception):
                 pass
         await self._cleanup()
+        self.host_locks.release()  # its servers are stopped: another run may have the port and cores now
         if self.refused is not None:
             code = EXIT_USAGE
         elif self.unwritable is not None:

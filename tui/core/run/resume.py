@@ -13,6 +13,7 @@ from tui.core.bench.benchparse import parse_result_json
 from tui.core.steps.bench import bench_facts
 from tui.core.bench import metrics as mx
 from tui.core.store.rundir import file_digest
+from tui.core.results.contamination import usable_repeats
 
 
 class Resume:
@@ -52,6 +53,9 @@ class Resume:
                 for r, rec in enumerate(recs if isinstance(recs, list) else [], start=1):
                     name = result_name(self.profile, sid, str(wl), r)
                     why = result_file_problem(self.run.path, name, rec if isinstance(rec, dict) else None)
+                    if not why and isinstance(rec, dict) and not usable_repeats([rec]):  # another client's work
+                        why = (f"was contaminated ({(rec.get('contaminated') or {}).get('text') or 'another client'}"
+                               "; it is set aside as " + name + ".contaminated)")
                     if why:
                         out.append((f"{wl} repeat {r} ", name, why, str(wl), r))
         elif isinstance(facts.get("bench"), dict):

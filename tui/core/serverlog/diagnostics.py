@@ -83,6 +83,12 @@ CATALOG: dict[str, Entry] = {
         "error", "The server port is already in use",
         "Another process listens on {host}:{port}. Stop it (a previous `vllm serve`?) or choose another "
         "server.port."),
+    "bench-contaminated": Entry(
+        "warning", "Another client used the server during a benchmark",
+        "The server's own /metrics counters show work that was not the benchmark's, so that benchmark's numbers "
+        "are kept on disk but left out of every statistic. Find the other client of {host}:{port} (`ss -tnp "
+        "'dport = :{port}'` lists the connections to it with their processes), stop it, then measure again (a tune "
+        "run: continue it with the same --run-dir, which benchmarks that repeat again)."),
     "neuron-rt-visible-cores-set": Entry(
         "error", "NEURON_RT_VISIBLE_CORES is set",
         "vllm-neuron sets NEURON_RT_VISIBLE_CORES per worker itself: `unset NEURON_RT_VISIBLE_CORES` and use "

@@ -25,8 +25,10 @@ from tui.core.host.placement import (PlacementError, arm_ports, capacity_check, 
 from tui.core.steps.bench import prepare_bench_dataset, run_benchmark, vllm_version
 from tui.core.results.report import load_report
 from tui.core.results.schedule import derive
+from tui.core.results.contamination import usable_repeats
 from tui.core.versions import at_least
 from tui.core.proc.supervisor import port_free
+from tui.core.host import hostlock
 from tui.core.store.rundir import result_file_problem
 
 
@@ -239,7 +241,7 @@ def _pool(ctx: StepContext, arm: Any) -> LaunchPool | None:
     todo = ctx.runtime.get("todo")  # the engine: the requested arms not kept from an earlier run
     arms = [a for a in arms_of(ctx.profile) if todo is None or a.id in todo]
     arms = arms[[a.id for a in arms].index(arm.id):] if arm in arms else [arm]
-    facts = core_facts(ctx.shared.get("env") or {})
+    facts = _unlocked(ctx, core_facts(ctx.shared.get("env") or {}))
     tp, pp = int(s.tensor_parallel_size), int(s.pipeline_parallel_size)
     avail = (ctx.shared.get("env") or {}).get("host_ram_available")
     ram_free = avail / (1 << 30) if isinstance(avail, (int, float)) else None
@@ -254,18 +256,51 @@ def _pool(ctx: StepContext, arm: Any) -> LaunchPool | None:
 
     whole = facts.plan(tp, len(arms), pp=pp)  # counts every arm still to launch ("2 of 3 arm(s) at once")
     plan = dataclasses.replace(whole, ranges=whole.ranges[:n])
+    locks = ctx.runtime.get("host_locks")
+
+    def in_use(p: int) -> bool:  # taken on this host, or held by another specdec-tui run (its server not up yet)
+        return not port_free(s.host, p) or (locks is not None and locks.held_elsewhere(
+            hostlock.port_claim(s.host, p, ctx.environ)) is not None)
+
     try:
-        ports = arm_ports(int(s.port), plan.parallel, in_use=lambda p: not port_free(s.host, p),
-                          avoid=[root_comm_port(r) for r in plan.ranges])
+        ports = arm_ports(int(s.port), plan.parallel, in_use=in_use, avoid=[root_comm_port(r) for r in plan.ranges])
     except PlacementError as exc:
         ctx.emit(Notice(arm.id, "warning", f"tune.parallel: launching one at a time: {exc}"))
         return None
+    if locks is not None:  # the extra ports and ranges are this run's until it ends
+        claims = [hostlock.port_claim(s.host, p, ctx.environ) for p in ports]
+        if hostlock.has_devices("neuron", ctx.environ):
+            claims += hostlock.core_claims("neuron", [c for r in plan.ranges for c in r], ctx.environ)
+        try:
+            refusal = locks.take(claims, "pool")
+        except hostlock.LockDirError:
+            refusal = None  # the engine warned about the lock directory already
+        if refusal is not None:
+            ctx.emit(Notice(arm.id, "warning", f"tune.parallel: launching one at a time: {refusal.short()}"))
+            return None
     ctx.emit(Notice(arm.id, "info", "tune.parallel: " + plan.summary() + "; benchmarks run one at a time"
                                     + (f" ({'; '.join(reasons)})" if reasons else "")))
     pool = LaunchPool(ctx, arms, list(plan.ranges), ports)
     ctx.runtime["pool"] = pool
     ctx.cleanups.append(pool)
     return pool
+
+
+def _unlocked(ctx: StepContext, facts: Any) -> Any:
+    """CoreFacts with the cores another specdec-tui run holds (host locks) counted busy, their pids as holders."""
+    locks = ctx.runtime.get("host_locks")
+    total = facts.total_logical_cores
+    if locks is None or not total or not hostlock.has_devices("neuron", ctx.environ):
+        return facts
+    held = {}
+    for c in range(total):
+        h = locks.held_elsewhere(hostlock.core_claims("neuron", [c], ctx.environ)[0])
+        if h is not None:
+            held[c] = (h.pid,)
+    if not held:
+        return facts
+    return dataclasses.replace(facts, busy_cores=facts.busy_cores | frozenset(held), holders={**held, **facts.holders},
+                               busy_known=True)
 
 
 async def run(ctx: StepContext, sid: str) -> StepResult:
@@ -330,8 +365,8 @@ def _kept_repeat(ctx: StepContext, sr: ServerRun, workload: str, r: int) -> dict
         return None  # the arm's settings changed since (a retry with corrected settings)
     rec = ((earlier.get("repeats") or {}).get(workload) or {}).get(r)
     name = result_name(ctx.profile, sr.step, workload, r)
-    if not isinstance(rec, dict) or result_file_problem(ctx.run.path, name, rec) is not None:
-        return None
+    if not isinstance(rec, dict) or not usable_repeats([rec]) or result_file_problem(ctx.run.path, name, rec):
+        return None  # gone, changed, or contaminated (another client shared the server): measured again
     tput = rec.get("output_throughput")
     sr.facts.add(f"{workload} r{r}", f"{tput:.2f} tok/s" if isinstance(tput, (int, float)) else "kept", "pass",
                  f"kept from the earlier run: {name} matches the sha256 recorded in state.json")

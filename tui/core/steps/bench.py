@@ -11,6 +11,12 @@ sampling, the target's tokenizer) are built once per run into `<run>/sonnet.cust
 tui/tools/sonnet_custom.py running in the vLLM interpreter, and the bench runs `--dataset-name custom`.
 The run is judged by the result file, never by the bench's exit code (vLLM 0.32 exits 0 when every
 request failed).
+
+Isolation: the server's own counters around the bench (requests finished, tokens generated, requests still held
+after it) are compared with what the bench sent (metrics.isolation, settled for up to SETTLE_S). A bench another
+client shared the server with is *contaminated*: its facts carry `contaminated`, its result file stays, the
+statistics leave it out (tui/core/results/contamination.py) and a fact plus the bench-contaminated diagnosis name it
+(a warning for a tune repeat; a failure for a two-arm run's bench, which would otherwise give the speedup).
 """
 
 from __future__ import annotations
@@ -40,6 +46,10 @@ from tui.core.steps import dataset as dataset_step
 from tui.core.store.rundir import atomic_write_json, file_digest
 
 METRICS_POLL_S = 1.0  # /metrics is sampled about once a second during a bench (the time series)
+SETTLE_S = 3.0        # after a bench: how long the isolation check waits for the server's counters to settle
+SETTLE_POLL_S = 0.25
+CONTAMINATED_SUFFIX = ".contaminated"  # a contaminated result file set aside before its repeat is measured again
+TEST_RUN_DONE = "Initial test run completed"  # the bench's ready check sent one request outside its count
 
 
 async def vllm_version(ctx: StepContext) -> str | None:
@@ -284,6 +294,58 @@ def set_aside(ctx: StepContext, step: str, result_file: Path) -> Path | None:
     return partial
 
 
+def _recorded_contaminated(ctx: StepContext, step: str, result_file: Path) -> bool:
+    """Does state.json record `result_file` as a contaminated bench of `step` (its facts' bench or a repeat)?"""
+    facts = ((ctx.run.state.get("steps") or {}).get(step) or {}).get("facts")
+    if not isinstance(facts, dict):
+        return False
+    recs = [facts.get("bench")] + [r for rs in (facts.get("repeats") or {}).values() if isinstance(rs, list)
+                                   for r in rs]
+    return any(isinstance(r, dict) and r.get("contaminated") and r.get("result_file") == str(result_file)
+               for r in recs)
+
+
+async def _isolation(url: str, before: mx.ServerCounters | None, after: mx.ServerCounters | None, res: BenchResult,
+                     max_tokens: int | None, test_runs: int) -> dict[str, Any]:
+    """mx.isolation for this bench, from the counters right after it and, while they have not settled (requests
+    still on the server, or fewer finished than the bench sent), from fresh scrapes up to SETTLE_S later: a foreign
+    request still running when the bench ended is seen when it finishes or by the gauges, never missed."""
+
+    def check(a: mx.ServerCounters | None) -> dict[str, Any]:
+        return mx.isolation(before, a, completed=res.completed, failed=res.failed,
+                            output_tokens=res.total_output_tokens, max_tokens=max_tokens, extra_requests=test_runs)
+
+    iso = check(after)
+    deadline = time.monotonic() + SETTLE_S
+    async with httpx.AsyncClient(timeout=httpx.Timeout(5.0)) as client:
+        while (iso.get("checked") and (iso["in_flight"] or iso["server_requests"] < iso["bench_requests"])
+               and time.monotonic() < deadline):
+            await asyncio.sleep(SETTLE_POLL_S)
+            _, now = await _scrape_spec(client, url)
+            if now is None:
+                break
+            iso = check(now)
+    return iso
+
+
+def _contaminated_facts(ctx: StepContext, sr: Any, label: str, result_file: Path, iso: dict[str, Any],
+                        tune: bool) -> None:
+    """A bench another client shared the server with: one fact naming it (warn for a tune run's repeat, which the
+    statistics leave out; fail for a two-arm run's bench, which would otherwise give the speedup) and the
+    bench-contaminated diagnosis."""
+    s = sr.prof.server
+    kept = f"kept in {result_file.name}, left out of every statistic"
+    if tune:
+        sr.facts.add(f"contaminated {label}", iso["text"], "warn", kept,
+                     f"find the other client of {s.host}:{s.port} and continue this run with the same --run-dir: "
+                     "the repeat is benchmarked again")
+    else:
+        sr.facts.add("contaminated bench", iso["text"], "fail", kept + ": no speedup from it",
+                     f"find the other client of {s.host}:{s.port}, stop it, then retry this step")
+    ctx.emit(dg.make("bench-contaminated", sr.step, [f"{label}: {iso['text']}"],
+                     severity="warning" if tune else "error", host=s.host, port=s.port))
+
+
 class MetricsSeries:
     """The server's /metrics during one bench, one window per scrape (about a second): counter deltas of generated
     tokens and of the spec-decode counters, emitted live as BenchSample events and kept for the result facts
@@ -339,7 +401,10 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     stem = (result_name or f"{step}.json")[:-len(".json")]
     result_file = ctx.run.file(f"{stem}.json")
     if result_file.exists():
-        result_file.unlink()
+        if _recorded_contaminated(ctx, step, result_file):  # evidence: kept under a name no reader takes for a result
+            result_file.replace(result_file.with_name(result_file.name + CONTAMINATED_SUFFIX))
+        else:
+            result_file.unlink()
     argv = plan.bench_argv(prof, str(result_file), dataset_path, version, ctx.ph, workload=workload, repeat=repeat,
                            level=level)
     ctx.emit(Command(step, "bench", tuple(argv), format_command(argv)))
@@ -468,6 +533,12 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     slo = {k: v for k, v in ((prof.data.get("tune") or {}).get("slo") or {}).items() if k != "attainment"}
     data["goodput_slo"] = slo if level is not None and slo else None
     data["timeseries"] = series.record()
+    iso = await _isolation(sr.url, before_srv, after_srv, res, prof.benchmark.output_len,
+                           sum(1 for ln in stdout_lines if TEST_RUN_DONE in ln))
+    data["isolation"] = iso
+    if iso.get("contaminated"):
+        data["contaminated"] = {k: iso[k] for k in ("text", "foreign_requests", "foreign_tokens", "in_flight",
+                                                    "server_requests", "bench_requests")}
     if workload is not None:
         data["workload"] = workload.name
     if bench_spec is not None:
@@ -492,6 +563,8 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
                   "" if res.failed == 0 else where)
     else:
         _result_facts(facts, res, result_file, first_error, spec_for_report, source, sr.speculative, where)
+    if iso.get("contaminated"):
+        _contaminated_facts(ctx, sr, label or result_file.name, result_file, iso, tune=bool(label))
     # Cross-checks.
     for d in dg.failed_requests_rule(step, {"failed": res.failed, "completed": res.completed,
                                             "first_error": first_error}):

@@ -298,6 +298,7 @@ async def run(ctx: StepContext) -> StepResult:
     # ---- network -------------------------------------------------------------------------------
     shared["port_free"] = _port_fact(rec, srv.host, int(srv.port))
     _bind_address_fact(rec, srv.host, int(srv.port))
+    _host_lock_fact(rec, ctx)
 
     shared["python"] = interp.python
     shared["vllm_python"] = interp.python
@@ -527,6 +528,20 @@ def _port_fact(rec: FactRecorder, host: str, port: int) -> bool | None:
     rec.add(name, f"{host}:{port}", "fail", f"cannot bind: {port_error_text(err)}",
             "set [server] host/port to a local address and a free port ≥ 1024")
     return False
+
+
+def _host_lock_fact(rec: FactRecorder, ctx: StepContext) -> None:
+    """What this run holds host-wide (the engine took it before this step: tui/core/host/hostlock.py)."""
+    locks = ctx.runtime.get("host_locks")
+    if locks is None:
+        return
+    held = locks.summary()
+    if held:
+        where = sorted({str(c.path.parent) for c in locks.held()})
+        rec.add("host lock", held, "pass", f"this run's until it ends; another run refuses them ({', '.join(where)})")
+    else:
+        rec.add("host lock", "not held", "warn", "the lock directory could not be used (see the notice above)",
+                "make it writable by every user (`chmod 1777`) or set SPECDEC_LOCK_DIR")
 
 
 def _bind_address_fact(rec: FactRecorder, host: str, port: int) -> None:

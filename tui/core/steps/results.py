@@ -12,6 +12,7 @@ import tomli_w
 from tui.core.serverlog import diagnostics as dg
 from tui.core.bench.benchparse import parse_result_json
 from tui.core.events import ComparisonTable, LoadTable, MatrixTable, Snippet
+from tui.core.results.contamination import usable_repeats
 from tui.core.results.report import comparison, comparison_rows, load_report, run_summary, tune_matrix
 from tui.core.profile.errors import ProfileError
 from tui.core.profile.model import profile_from_dict
@@ -174,6 +175,13 @@ async def run(ctx: StepContext) -> StepResult:
         fr.add("benchmarks", "missing: " + ", ".join(missing), "fail",
                "the results step compares the baseline and EAGLE3 benchmarks of this run directory",
                "run the missing steps first (e.g. --steps baseline,eagle3,results with the same --run-dir)")
+        return fr.result()
+    shared = [sid for sid, v in (("baseline", b), ("eagle3", e)) if not usable_repeats([v])]
+    if shared:  # another client used its server during the bench: its numbers give no speedup
+        fr.add("benchmarks", "contaminated: " + ", ".join(shared), "fail",
+               "another client used the server during the bench (" + "; ".join(
+                   str(((b if sid == "baseline" else e) or {}).get("contaminated", {}).get("text")) for sid in shared)
+               + "): no speedup is computed from it", f"run {', '.join(shared)} again (--steps {','.join(shared)},results)")
         return fr.result()
     runs = {"baseline": run_summary(b, False), "eagle3": run_summary(e, True)}
     comp = comparison(runs)

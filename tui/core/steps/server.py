@@ -138,19 +138,25 @@ class ServerRun:
         exited = asyncio.ensure_future(self.proc.proc.wait())
         ready_wait = asyncio.ensure_future(self.watcher.ready_event.wait())
         ready_by = ""
+        foreign = ""  # who answered /health instead of the launched server, when someone did
         async with httpx.AsyncClient(timeout=httpx.Timeout(2.0)) as client:
             try:
                 while True:
+                    if exited.done():  # the child's exit decides at once, whatever answers on its port
+                        break
                     if self.watcher.ready:
                         ready_by = "log: Application startup complete."
-                        break
-                    if exited.done():
                         break
                     try:
                         r = await client.get(self.url + "/health")
                         if r.status_code == 200:
-                            ready_by = "GET /health → 200"
-                            break
+                            owned, holder = await asyncio.to_thread(self._socket_owner)
+                            if owned is not False:
+                                ready_by = "GET /health → 200" + ("" if owned else
+                                                                   " (the socket's owner could not be checked)")
+                                break
+                            if not foreign:
+                                foreign = self._foreign_listener(holder)
                     except httpx.HTTPError:
                         pass
                     if time.monotonic() - t0 > timeout:
@@ -162,8 +168,10 @@ class ServerRun:
                     self.watcher.finish(failed=True)
                     self._record_failed_startup()
                     self.facts.add("startup", f"not ready after {timeout:.0f}s", "fail",
-                                   f"last phase: {self.watcher.current_phase or 'none'}",
-                                   "raise server.startup_timeout_s and VLLM_ENGINE_READY_TIMEOUT_S")
+                                   f"last phase: {self.watcher.current_phase or 'none'}"
+                                   + (f"; {foreign}" if foreign else ""),
+                                   "raise server.startup_timeout_s and VLLM_ENGINE_READY_TIMEOUT_S"
+                                   + (" (and stop the other server on the port)" if foreign else ""))
                     self.diag(dg.startup_timeout(self.step,
                                                  [f"no readiness after {timeout:.0f}s (server.startup_timeout_s)",
                                                   f"last phase: {self.watcher.current_phase or 'none'}"],
@@ -218,6 +226,32 @@ class ServerRun:
         self.facts.add("startup", f"ready in {startup_s:.1f}s", "pass", f"{ready_by}; {cache}")
         return True
 
+    def _socket_owner(self) -> tuple[bool | None, tuple[int, str] | None]:
+        """Whose socket answered on the server's port: (True, None) the launched server's (its process tree);
+        (False, (pid, command)) another process's; (None, None) cannot tell (no listener this user can see: another
+        user's or root's process). Blocking (psutil): run it in a thread."""
+        assert self.proc is not None
+        port = int(self.prof.server.port)
+        owned = self.proc.listens_on(port)
+        if owned is not False:
+            return owned, None
+        holder = port_holder(port)
+        if holder is None:
+            return None, None
+        if holder[0] in {p.pid for p in self.proc.tree()}:  # it bound between the two looks
+            return True, None
+        return False, holder
+
+    def _foreign_listener(self, holder: tuple[int, str] | None) -> str:
+        """/health answered, but from another process's socket: say whose (once) and return that sentence;
+        readiness waits for our own server."""
+        s = self.prof.server
+        who = f"pid {holder[0]} (`{holder[1][:120]}`)" if holder else "another process"
+        text = (f"{s.host}:{s.port} answered /health, but its listening socket belongs to {who}, not to the launched "
+                f"server (pid {self.proc.proc.pid if self.proc and self.proc.proc else '?'})")
+        self.ctx.emit(Notice(self.step, "warning", text + ": that answer does not count as ready"))
+        return text
+
     def _record_failed_startup(self) -> None:
         """A startup that failed keeps its phases (the failed one marked) for the report and `--open`."""
         self.result_facts["startup"] = {"seconds": None, "failed_phase": self.watcher.failed_phase,
@@ -229,6 +263,11 @@ class ServerRun:
         for d in dg.from_log_signatures(self.step, self.watcher.error_signatures(), root,
                                         self.watcher.last_lines(8), rc, s.tensor_parallel_size, s.host, s.port,
                                         serve=self.serve_facts()):
+            if d.id == "port-in-use":  # name who has the port (vLLM's line does not)
+                holder = port_holder(int(s.port))
+                if holder:
+                    d = dataclasses.replace(d, evidence=(*d.evidence, f"{s.host}:{s.port} is held by pid "
+                                                                      f"{holder[0]} ({holder[1][:120]})"))
             self.diag(d)
         detail = f"root cause: {root}" if root else f"exit code {rc}"
         self.facts.add("startup", f"server exited with code {rc}", "fail", detail,
