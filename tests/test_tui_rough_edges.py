@@ -528,6 +528,22 @@ async def test_no_row_ends_inside_a_word_run_dir_phases_and_pane_title():
         assert " ".join(title)[:-1].split()[-1] in prof.hint.split(), title
 
 
+@pytest.mark.parametrize("name", ["demo", "tune-load-demo", "gpt-oss-120b-eagle3-trn2", "llama-3.1-8b-eagle3-cuda"])
+async def test_the_header_names_whole_words_at_80_columns(name):
+    """The header drops what does not fit whole (the models' org, the app's name, the draft) instead of cutting a
+    name inside ("gpt-oss-120b-speculator.ea…")."""
+    app = SpecdecApp(load_profile(name), scenarios.RUN_DIR, frozen=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        title = screen_lines(app)[0].replace("SIMULATED", "").strip()  # as drawn
+        assert "…" not in title.replace("→ …", ""), title
+        prof = app.profile
+        assert name in title.split(" · ") and prof.models.target.rsplit("/", 1)[-1] in title, title
+        words = [w for w in title.replace("·", " ").replace("→", " ").split() if w != "…"]
+        names = {"specdec-tui", name, *(m for x in (prof.models.target, prof.draft_model) for m in (x, x.rsplit("/", 1)[-1]))}
+        assert set(words) <= names, (title, words)
+
+
 async def test_a_key_that_cannot_act_is_named_as_typed():
     app = SpecdecApp(load_profile("demo"), scenarios.RUN_DIR, frozen=True)
     async with app.run_test(size=(80, 24)) as pilot:
