@@ -11,11 +11,14 @@ from textual.widgets import Static
 
 from tui.core import events as ev
 from tui.core.serverlog.diagnostics import decisive_first
-from tui.widgets.common import STEP_ICONS, fmt_secs, status_style
+from tui.widgets.common import STEP_ICONS, fit_lines, fmt_secs, status_style
+
+from .knobs import setting_hint
 
 FAILED_STATES = ("failed", "unavailable")
 EVIDENCE_LINES = 2
 EVIDENCE_CHARS = 220
+TITLE_ROWS = 2  # a pane's title line: its title, state, summary and hint
 
 
 def decisive_evidence(evidence: tuple[str, ...] | list[str], n: int = EVIDENCE_LINES) -> list[str]:
@@ -27,19 +30,6 @@ def _clip(text: str, limit: int = EVIDENCE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def setting_hint(diag: ev.Diagnosis) -> str:
-    """The in-app way to apply a fix that is a setting (Diagnosis.setting): the Profile pane's field and its
-    key; "" when the fix is not one of the pane's settings."""
-    if not diag.setting:
-        return ""
-    from .profile import KNOBS  # the pane's own fields (profile.py imports this module)
-    label = next((lb for sec, key, lb, _t in KNOBS if f"{sec}.{key}" == diag.setting), None)
-    if label is None:
-        return ""
-    to = f" to {diag.suggest}" if diag.suggest else ""
-    return f"press p (Profile pane, field {label}), set it{to}, then r retries with it."
-
-
 class FailureBanner(Static):
     """The lead problem of a failed step: a diagnosis (errors first) or else the first failed check."""
 
@@ -48,14 +38,30 @@ class FailureBanner(Static):
     FailureBanner.-shown { display: block; }
     """
 
+    def __init__(self, *args, compact: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # compact: each evidence line on one row, cut at the banner's width (a server step's pane, where the log
+        # right under the banner shows those lines whole); the title and the fix always wrap.
+        self.compact = compact
+        self._problem: tuple[ev.Diagnosis | None, ev.Fact | None] = (None, None)
+
+    def on_resize(self) -> None:
+        if self.compact and self.has_class("-shown"):
+            self.show_problem(*self._problem)
+
+    def _limit(self) -> int:
+        width = self.content_size.width
+        return max(24, width - 2) if self.compact and width > 0 else EVIDENCE_CHARS
+
     def show_problem(self, diag: ev.Diagnosis | None, fact: ev.Fact | None) -> None:
+        self._problem = (diag, fact)
         t = Text()
         if diag is not None:
             t.append(f"✗ {diag.title}", style="bold")
             t.append(f"  ({diag.id})", style="dim")
             for line in decisive_evidence(diag.evidence):
                 t.append("\n  ")
-                t.append(_clip(line), style="italic")
+                t.append(_clip(line, self._limit()), style="italic")
             t.append("\nFix: ", style="bold")
             t.append(diag.remedy)
             hint = setting_hint(diag)
@@ -66,7 +72,7 @@ class FailureBanner(Static):
             t.append(f"✗ {fact.name}: {fact.value}", style="bold")
             if fact.detail:
                 t.append("\n  ")
-                t.append(_clip(fact.detail), style="italic")
+                t.append(_clip(fact.detail, self._limit()), style="italic")
             if fact.remedy:
                 t.append("\nFix: ", style="bold")
                 t.append(fact.remedy)
@@ -94,10 +100,12 @@ class StepPane(Vertical):
 
     DEFAULT_CSS = """
     StepPane { height: 1fr; padding: 0 1; }
-    StepPane > .pane-title { height: auto; max-height: 2; }
+    StepPane > .pane-title { height: auto; max-height: 2; }  /* TITLE_ROWS */
     """
 
     STATE_WORDS: dict[str, str] = {}
+    SHOW_SECONDS = True  # the title says how long the step took
+    COMPACT_BANNER = False  # FailureBanner.compact: evidence on one row each (a pane whose log shows them whole)
 
     def __init__(self, step: str, title: str, *, id: str | None = None):
         super().__init__(id=id or f"pane-{step}")
@@ -112,7 +120,7 @@ class StepPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="pane-title", markup=False)
-        yield FailureBanner("", classes="failure-banner", markup=False)
+        yield FailureBanner("", classes="failure-banner", markup=False, compact=self.COMPACT_BANNER)
         yield from self.compose_body()
 
     # -- the failure banner ------------------------------------------------------------------------------
@@ -176,16 +184,21 @@ class StepPane(Vertical):
         style = status_style(style)
         words = self.STATE_WORDS.get(self.state) or STATE_WORDS.get(self.state, self.state)
         t.append(f"  {icon} {words}", style=style)
-        if self.seconds is not None and self.state not in ("pending", "running", "excluded"):
+        if self.SHOW_SECONDS and self.seconds is not None and self.state not in ("pending", "running", "excluded"):
             t.append(f" in {fmt_secs(self.seconds)}", style="dim")
         if self.summary:
             t.append(f" — {self.summary}")
         if self.hint and self.state not in ("running",):
             t.append(f"  {self.hint}", style="italic dim")
         try:
-            self.query_one(".pane-title", Static).update(t)
+            line = self.query_one(".pane-title", Static)
         except Exception:
-            pass
+            return
+        # Two rows at most (the CSS's max-height): what does not fit leaves by whole words, with an ellipsis.
+        line.update(fit_lines(t, line.content_size.width, TITLE_ROWS, self.app.console))
+
+    def on_resize(self) -> None:
+        self.refresh_title()
 
     # -- events -----------------------------------------------------------------------------------------
     def reset(self) -> None:

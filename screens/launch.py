@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
@@ -31,20 +32,33 @@ from tui.widgets.log_view import LogPanel, LogView
 from tui.widgets.phases import PhaseTimeline
 from tui.widgets.progress import ProgressLine
 
-from .base import StepPane
+from .base import FAILED_STATES, StepPane
 
 RESULT_FACTS = ("requests", "output throughput", "median TPOT / TTFT", "acceptance")
 
 
 class LaunchPane(StepPane):
+    # A failed launch at 80×24: the banner leads (its evidence one row each, the log below shows them whole), the
+    # host gauges go (the server is gone), the problems box does not repeat the banner's diagnosis and lists the
+    # failed checks one row each, so the log keeps rows of its own. With the log focused (l, tab, its filter) the
+    # banner folds to its title row and the problems box and the live chart step aside: the log has the pane.
     DEFAULT_CSS = """
     LaunchPane > .launch-line { height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
     LaunchPane > #problems { height: auto; max-height: 45%; display: none; }
     LaunchPane > #problems.-shown { display: block; }
     LaunchPane > #problems > .problem-facts { height: auto; }
+    LaunchPane.-failed > HostGauges { display: none; }
+    LaunchPane.-failed > FailureBanner { margin: 0; }
+    LaunchPane.-failed > #problems > DiagnosisPanel.-lead { display: none; }
+    LaunchPane.-failed > #problems > .problem-facts { text-wrap: nowrap; text-overflow: ellipsis; }
+    LaunchPane.-log-focus > FailureBanner { max-height: 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    LaunchPane.-log-focus > #problems { display: none; }
+    LaunchPane.-log-focus > AcceptanceOverTime.-shown { display: none; }
     LaunchPane > AcceptanceOverTime { height: 40%; min-height: 9; max-height: 16; display: none; }
     LaunchPane > AcceptanceOverTime.-shown { display: block; }
     """
+
+    COMPACT_BANNER = True
 
     def __init__(self, step: str, title: str, max_log_lines: int = 10_000) -> None:
         super().__init__(step, title)
@@ -109,6 +123,37 @@ class LaunchPane(StepPane):
         chart.add_class("-shown")
         chart.add_samples(samples)
 
+    # -- a failed launch: the banner, the problems and the log share the pane ------------------------------
+    def set_state(self, state: str, seconds: float | None = None, summary: str = "") -> None:
+        super().set_state(state, seconds, summary)
+        failed = state in FAILED_STATES
+        self.set_class(failed, "-failed")
+        if not self.is_mounted:
+            return
+        self.timeline.set_max_rows(1 if failed else None)  # where it stopped; the banner says the rest
+        self._mark_lead()
+        self._draw_problems()
+
+    def _mark_lead(self) -> None:
+        """The diagnosis the banner shows is not repeated in the problems box below it."""
+        lead = self.lead_problem()[0] if self.state in FAILED_STATES else None
+        for panel in self.query("#problems > DiagnosisPanel").results(DiagnosisPanel):
+            panel.set_class(panel.diag is lead, "-lead")
+
+    def note_problem(self, event: ev.Event) -> None:
+        super().note_problem(event)
+        self._mark_lead()
+
+    def on_descendant_focus(self, _event: events.DescendantFocus) -> None:
+        self._follow_focus()
+
+    def on_descendant_blur(self, _event: events.DescendantBlur) -> None:
+        self.call_after_refresh(self._follow_focus)  # focus may be moving to the filter, still inside the log
+
+    def _follow_focus(self) -> None:
+        focused = self.app.focused
+        self.set_class(focused is not None and self.log_panel in focused.ancestors_with_self, "-log-focus")
+
     # -- events ---------------------------------------------------------------------------------------------
     def reset(self) -> None:
         self.attempt += 1
@@ -154,6 +199,7 @@ class LaunchPane(StepPane):
             problems = self.query_one("#problems", VerticalScroll)
             problems.mount(DiagnosisPanel(event, max_evidence=4))
             self._draw_problems()
+            self._mark_lead()
         elif isinstance(event, ev.Notice):
             self.log_view.add_notice(event.level, event.text)
             self._notices.append(event)
@@ -331,7 +377,15 @@ class LaunchPane(StepPane):
 
     def _draw_problems(self) -> None:
         box = self.query_one("#problems", VerticalScroll)
-        t = facts_text(self.failed_facts, icon_style=status_style("bold red"), remedy_always=True)
+        if self.state in FAILED_STATES and self.diagnoses:
+            # The banner leads with the diagnosis and its fix: each failed check on one row, without its own fix.
+            t = Text()
+            for i, f in enumerate(self.failed_facts):
+                t.append("\n" if i else "")
+                t.append(f"{FACT_ICONS.get(f.status, '?')} {f.name}: ", style=status_style("bold red"))
+                t.append(f.value + (f" — {f.detail}" if f.detail else ""))
+        else:
+            t = facts_text(self.failed_facts, icon_style=status_style("bold red"), remedy_always=True)
         facts = self.query_one(".problem-facts", Static)
         facts.update(t)
         facts.display = bool(self.failed_facts)

@@ -25,7 +25,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from tui.core import events as ev
-from tui.core.plan.arms import level_key, split_key
+from tui.core.plan.arms import split_key
 from tui.core.results import stats
 from tui.widgets.charts import ChartData, ChartsView, TimePoint, points_from_windows
 from tui.widgets.common import bar, status_style

@@ -63,7 +63,8 @@ HELP_INTRO = ("specdec-tui walks through the tutorial \"Deploy EAGLE3 speculativ
               "then the EAGLE3 server, and compare them.")
 HELP_OUTRO = (
     "When a step fails, its pane starts with the diagnosis and the fix. The settings become editable again on the "
-    "Profile pane (validated as you type); r retries the failed step with them.",
+    "Profile pane (validated as you type); r retries the failed step with them (from inside a field: Enter, then r; or "
+    "ctrl+r).",
     "Everything the app does is in the run directory: state.json, profile.toml, each server's log (*.serve.log) "
     "and command (*.command.sh), the benchmark JSON files and the report. `specdec-tui --profile <run dir>/"
     "profile.toml --headless` replays a run.",
@@ -160,8 +161,18 @@ class SaveProfileScreen(ModalScreen["str | None"]):
         self.dismiss(None)
 
 
+def command_labels(text: str) -> list[str]:
+    """The commands a text of several holds, by the "# " line right above each ("Step 1: baseline server",
+    "baseline: serve"): a comment followed by a blank line or another comment labels no command."""
+    lines = text.splitlines()
+    return [a[2:].strip() for a, b in zip(lines, lines[1:])
+            if a.startswith("# ") and b.strip() and not b.startswith("#")]
+
+
 class CommandScreen(ModalScreen[None]):
-    """The exact commands of a launch step, selectable, with copy keys (OSC 52 clipboard)."""
+    """The exact commands, selectable, with copy keys (OSC 52 clipboard). A launched server's pane gives its serve
+    and bench command (c and b copy one each); the planned or recorded commands of a whole run are `several`
+    (c copies them all, each under its "# " label, and says how many)."""
 
     DEFAULT_CSS = MODAL_CSS.format(name="CommandScreen") + """
     CommandScreen > Vertical { width: 100; height: 90%; }
@@ -169,16 +180,18 @@ class CommandScreen(ModalScreen[None]):
     """
     BINDINGS = [
         Binding("escape", "close", "Close", id="command-close"),
-        Binding("c", "copy('serve')", "Copy serve command", id="command-copy-serve"),
+        Binding("c", "copy('serve')", "Copy", id="command-copy-serve"),
         Binding("b", "copy('bench')", "Copy bench command", id="command-copy-bench"),
     ]
 
-    def __init__(self, title: str, serve: str, bench: str, script_path: str = "") -> None:
+    def __init__(self, title: str, serve: str, bench: str, script_path: str = "", *, several: bool = False) -> None:
         super().__init__()
         self.title_text = title
         self.serve = serve
         self.bench = bench
         self.script_path = script_path
+        self.several = several
+        self.labels = command_labels(serve) if several else []
 
     def compose(self) -> ComposeResult:
         text = self.serve or "(the server has not been launched yet)"
@@ -187,24 +200,41 @@ class CommandScreen(ModalScreen[None]):
         with Vertical():
             yield Static(f"Exact commands — {self.title_text}", classes="modal-title", markup=False)
             yield TextArea(text, read_only=True, soft_wrap=True, show_line_numbers=False, id="command-text")
-            hint = Text("c copies the serve command, b the bench command (terminal clipboard, OSC 52); "
-                        "select text with the mouse or shift+arrows.", style="dim")
+            if self.several:
+                n = len(self.labels)
+                hint = Text(f"c copies all {n} command{'s' if n != 1 else ''}, each under its # line (terminal "
+                            "clipboard, OSC 52); select text with the mouse or shift+arrows.", style="dim")
+            else:
+                hint = Text("c copies the serve command, b the bench command (terminal clipboard, OSC 52); "
+                            "select text with the mouse or shift+arrows.", style="dim")
             if self.script_path:
                 hint.append(f"\nAlso saved as {self.script_path}", style="dim")
             yield Static(hint)
             with Horizontal(classes="modal-buttons"):
                 yield Button("Close (esc)", id="close", variant="primary", compact=True)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "copy" and parameters == ("bench",) and self.several:
+            return False  # one text of several commands: c copies them all
+        return True
+
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(None)
 
     def action_copy(self, which: str) -> None:
+        if self.several:
+            self.app.copy_to_clipboard(self.serve)
+            n = len(self.labels)
+            self.notify(f"all {n} command{'s' if n != 1 else ''} copied to the clipboard, each under its # line: "
+                        + "; ".join(self.labels), title="c: copied", timeout=8)
+            return
         text = self.serve if which == "serve" else self.bench
         if not text:
             self.notify(f"no {which} command yet", severity="warning")
             return
         self.app.copy_to_clipboard(text)
-        self.notify(f"{which} command copied to the clipboard")
+        what = "vllm serve" if which == "serve" else "vllm bench serve"
+        self.notify(f"the {self.title_text} {what} command copied to the clipboard (one command)")
 
     def action_close(self) -> None:
         self.dismiss(None)

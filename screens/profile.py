@@ -23,22 +23,7 @@ from tui.widgets.fields import Field
 from tui.widgets.pathtext import PathText
 
 from .base import StepPane
-
-# (section, key, label, input type)
-KNOBS: tuple[tuple[str, str, str, str], ...] = (
-    ("server", "host", "Host", "text"),
-    ("server", "port", "Port", "integer"),
-    ("server", "tensor_parallel_size", "Tensor parallel (TP)", "integer"),
-    ("speculative", "num_speculative_tokens", "Speculative tokens", "integer"),
-    ("benchmark", "num_prompts", "Prompts", "integer"),
-    ("benchmark", "input_len", "Input length", "integer"),
-    ("benchmark", "output_len", "Output length", "integer"),
-)
-
-
-def knob_id(section: str, key: str) -> str:
-    return f"knob-{section}-{key}".replace("_", "-")
-
+from .knobs import KNOBS, RETRY_KEYS, knob_id
 
 def short_error(exc: Exception) -> str:
     """'profile <memory>: server.port = 0 is not valid; ...' → 'server.port = 0 is not valid; ...'."""
@@ -72,6 +57,7 @@ class ProfilePane(StepPane):
     """
 
     STATE_WORDS = {"pending": "not accepted yet", "passed": "accepted"}
+    SHOW_SECONDS = False  # accepting a profile takes no time worth a figure
 
     class Changed(Message):
         """The edited profile changed (valid or not)."""
@@ -89,6 +75,7 @@ class ProfilePane(StepPane):
         self.warnings: dict[str, str] = {}  # platform facts that may not hold (not refused)
         self.env_facts: dict[str, Any] = {}  # what the environment step found (set when a retry opens)
         self.cross_error = ""
+        self.load_error = ""  # a profile file that did not load: shown until another profile is chosen
         self.locked = False
         self.retry_open = False
         self.run_dir = run_dir
@@ -138,6 +125,7 @@ class ProfilePane(StepPane):
 
     def load(self, profile: Profile) -> None:
         self.base = profile
+        self.load_error = ""
         self._fill(profile)
 
     def _fill(self, profile: Profile | None) -> None:
@@ -267,7 +255,10 @@ class ProfilePane(StepPane):
             row.query_one(".mark", Static).update("✗" if bad else "⚠" if warned else "–" if swept else
                                                   ("✓" if self.base is not None else ""))
         box = self.query_one("#profile-errors", Static)
-        msgs = list(dict.fromkeys(list(self.errors.values()) + ([self.cross_error] if self.cross_error else [])))
+        # A file that did not load is drawn on every validation, not once: the fields its failure emptied validate
+        # again when their Changed messages arrive, and must not wipe the reason.
+        msgs = list(dict.fromkeys(([self.load_error] if self.load_error else []) + list(self.errors.values())
+                                  + ([self.cross_error] if self.cross_error else [])))
         warns = [f"⚠ {m}" for m in dict.fromkeys(self.warnings.values())]
         ks = self.sweep_ks()
         if ks is not None:
@@ -316,11 +307,8 @@ class ProfilePane(StepPane):
         for section, key, _label, _kind in KNOBS:
             self.query_one("#" + knob_id(section, key), Input).disabled = False
         self._sync_sweep_field()
-        if status == "interrupted":
-            self.set_hint("a step was stopped: edit the settings here, then press r to run it again with them")
-        else:
-            self.set_hint(f"a step {'was ' if status == 'unavailable' else ''}{status}: edit the settings here, then "
-                          "press r to retry with them")
+        word = {"interrupted": "stopped", "unavailable": "unavailable"}.get(status, status)
+        self.set_hint(f"{word}: edit a setting, {RETRY_KEYS.replace(' (', ' retries (')}")
 
     def focus_setting(self, setting: str) -> bool:
         """Focus the field of `setting` (a dotted key such as "server.tensor_parallel_size"); False when the
@@ -364,13 +352,19 @@ class ProfilePane(StepPane):
             except ProfileError as exc:
                 # Never leave the previous profile silently active: nothing is chosen until this is fixed.
                 self.base = None
-                self._fill(None)
+                self.load_error = str(exc)
+                self._fill(None)  # draws the error (validate_all → _draw_errors)
                 self.query_one("#profile-select", Select).clear()
-                self.query_one("#profile-errors", Static).update(f"✗ {exc}")
-                self.query_one("#profile-errors", Static).set_class(False, "-ok")
                 self.post_message(self.Changed(None, False))
                 return
             self.load(prof)
+        elif self.retry_open and event.input.id and event.input.id.startswith("knob-"):
+            # After a failure: Enter commits the edit and goes back to the step list, where r retries with it.
+            if self.validate_all():
+                n = len(self.retry_edits())
+                self.set_hint(f"{n} setting{'s' if n != 1 else ''} changed: r retries with "
+                              f"{'them' if n != 1 else 'it'}" if n else "nothing changed yet: edit a setting first")
+                self.app.action_focus_steps()  # type: ignore[attr-defined]
         else:
             self.screen.focus_next()
 
@@ -383,7 +377,8 @@ class ProfilePane(StepPane):
         try:
             prof = load_profile(str(event.value))
         except ProfileError as exc:
-            self.query_one("#profile-errors", Static).update(f"✗ {exc}")
+            self.load_error = str(exc)
+            self._draw_errors()
             return
         self.load(prof)
         if event.select.has_focus:

@@ -205,3 +205,45 @@ def test_function_import_finder_finds_one():
     src = "import os\n\ndef f():\n    from tui.core import events\n    import json\n    return events\n"
     assert _function_imports(src) == [(4, "    from tui.core import events")]
     assert _function_imports("def f():\n    from tui.core import events  # start-up: lazy\n")[0][0] == 2
+
+
+# -- the front ends: no import circle either ------------------------------------------------------------------
+def front_end_graph() -> tuple[set[str], set[tuple[str, str]]]:
+    """The front ends' modules (tui/app, tui/widgets, screens/ installed as tui.screens, and tui's own top-level
+    modules) and the imports among them, read from their sources (imports inside functions count): grimp reads the
+    `tui` folder, which does not hold screens/."""
+    import ast
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    files: dict[str, Path] = {}
+    for folder, package in (("tui/app", "tui.app"), ("tui/widgets", "tui.widgets"), ("screens", "tui.screens")):
+        for p in sorted((repo / folder).glob("*.py")):
+            files[package if p.stem == "__init__" else f"{package}.{p.stem}"] = p
+    for p in sorted((repo / "tui").glob("*.py")):
+        if p.stem not in ("__init__", "__main__"):
+            files[f"tui.{p.stem}"] = p
+    edges: set[tuple[str, str]] = set()
+    for mod, path in files.items():
+        package = mod if path.stem == "__init__" else mod.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+                targets = [base] + [f"{base}.{a.name}" for a in node.names]
+            for t in targets:
+                if t in files and t != mod:
+                    edges.add((mod, t))
+    return set(files), edges
+
+
+def test_front_ends_import_no_circle():
+    modules, edges = front_end_graph()
+    assert {"tui.app.app", "tui.screens.base", "tui.screens.profile", "tui.widgets.common"} <= modules
+    assert ("tui.screens.profile", "tui.screens.base") in edges  # the graph really holds the panes' imports
+    assert [v for v in violations(modules, edges) if "circle" in v] == []

@@ -278,6 +278,31 @@ def test_not_enough_disk_fails_with_numbers(hub, tmp_path, monkeypatch):
     assert "HF_HOME" in f.remedy
 
 
+def test_the_environment_step_words_the_disk_as_this_step_does(hub, tmp_path, monkeypatch):
+    """One computation, one unit, the path named: both steps measure the HF cache with sysinfo.free_bytes and word
+    it with sysinfo.free_space, so the environment step's "disk (HF cache)" and this step's "disk space" show the
+    same figure for the same place, and the environment step (which has no hub sizes) states no download figure
+    of its own that this step's exact one would contradict."""
+    from test_env import make_ctx, run_env
+    from tui.core.steps import env as env_step
+
+    def measured(path):
+        return 123_400_000_000, Path(path)
+
+    monkeypatch.setattr(checkpoints, "disk_free", measured)
+    monkeypatch.setattr(env_step, "free_bytes", measured)
+    environ = env_for(hub, tmp_path)
+    run = run_step(tmp_path, tutorial_profile(), environ, hub.url)
+    (tmp_path / "envstep").mkdir()
+    ctx, events = make_ctx(tmp_path / "envstep", tutorial_profile(), extra_env={"HF_HOME": environ["HF_HOME"]})
+    _, facts = asyncio.run(run_env(ctx, events))
+    env_fact, ck = facts["disk (HF cache)"], run.fact("disk space")
+    assert env_fact.value == "123.4 GB free" and ck.value.startswith("123.4 GB free, "), (env_fact, ck)
+    cache = f"HF cache {Path(environ['HF_HOME']) / 'hub'}"
+    assert cache in env_fact.detail and cache in ck.detail, (env_fact.detail, ck.detail)
+    assert env_fact.status == "pass" and "more" not in env_fact.detail and "to download" in ck.value
+
+
 def test_only_the_runs_endpoint_is_contacted(hub, tmp_path):
     """huggingface_hub's import-time HF_ENDPOINT (here: a second hub) must not be contacted when the run's
     environ names another endpoint (e.g. its User-Agent decoration fetches /api/agent-harnesses)."""

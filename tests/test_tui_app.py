@@ -263,7 +263,9 @@ async def test_tp8_fault_demo_shows_the_hbm_diagnosis_panel(isolated):
         panels = app.query_one("#pane-baseline").query("DiagnosisPanel")
         assert [p.diag.id for p in panels] == ["hbm-allocation-failure"]
         panel = panels.first()
-        assert panel.has_class("-error") and panel.region.height > 0  # on screen at 80×24
+        banner = app.query_one("#pane-baseline").query_one("FailureBanner")
+        assert panel.has_class("-error") and panel.has_class("-lead")  # the banner above shows it: not twice
+        assert banner.region.height > 0 and panel.diag.title in text_of(banner)  # on screen at 80×24
         assert "tensor-parallel-size 8" in panel.diag.remedy
         assert any("allocate" in line.lower() for line in panel.diag.evidence)
         results = app.query_one("#pane-results")
@@ -468,7 +470,8 @@ async def test_r_unchanged_after_tp8_says_so_p_opens_the_setting_and_a_passed_re
         assert app.failed_step == "env"
         banner = text_of(app.query_one("#pane-env").query_one("FailureBanner"))
         assert "tensor_parallel_size = 16" in banner  # the profile key (what headless and the report say)
-        assert "In the app: press p (Profile pane, field Tensor parallel (TP)), set it to 16, then r" in banner
+        assert ("In the app: press p (Profile pane, field Tensor parallel (TP)), set it to 16, then Enter, then r "
+                "(ctrl+r in a field) retries with it") in banner
         assert "p fix setting" in text_of(app.query_one("#next-hint"))
         await pilot.press("r")
         await pilot.pause()

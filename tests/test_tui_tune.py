@@ -327,7 +327,7 @@ def test_open_flag_parsing(tmp_path):
 
 # -- 4. compare ----------------------------------------------------------------------------------------------
 async def test_compare_screen_shows_runs_side_by_side(tmp_path):
-    from tui.screens.compare import CompareApp, compare_table
+    from tui.screens.compare import CompareApp, compare_grid
     from tui.core.results.compare import compare_columns, compare_rows
 
     two = json.loads((tune.write_closed_run(tmp_path / "a") / "report.json").read_text())
@@ -335,14 +335,13 @@ async def test_compare_screen_shows_runs_side_by_side(tmp_path):
     cols = compare_columns([two, tuned])
     rows = {r[0]: r[1:] for r in compare_rows(cols)}
     assert rows["Profile"][0] == "demo (simulated)" and rows["Profile"][-1] == "tune-demo (simulated)"
-    assert len(compare_table([two, tuned]).columns) == 1 + len(cols)  # wide: the headless columns
-    narrow = compare_table([two, tuned], 80)  # 80 columns: the two-arm run and the tune run's recommended arms
-    assert len(narrow.columns) == 1 + len([c for c in cols if c["recommended"] is not False]) < 1 + len(cols)
+    heads, grid = compare_grid([two, tuned])
+    assert len(heads) == len(cols) and all(len(r) == 1 + len(cols) for r in grid)  # the headless columns, all
     app = CompareApp([two, tuned])
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         table = app.screen.query_one("#compare-table")
-        assert table.region.height > 0
+        assert table.region.height > 0 and len(table.ordered_columns) == 1 + len(cols)
         await pilot.press("escape")
         await pilot.pause()
     assert app.return_value == 0

@@ -54,7 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--demo", action="store_true", help="same as --profile demo (simulated backend, no hardware)")
     p.add_argument("--headless", action="store_true", help="run without the interactive UI (for automation)")
     p.add_argument("--steps", metavar="ID,...",
-                   help="steps to run, comma-separated: env,checkpoints,dataset,baseline,eagle3,results")
+                   help="steps to run, comma-separated: env,checkpoints,dataset,baseline,eagle3,results. A tune "
+                        "profile (one with [tune]) has a step per arm instead of eagle3, its arm ids: "
+                        "<method>-k<k> for each k of tune.num_speculative_tokens (eagle3-k1,eagle3-k2,...), "
+                        "<method>-k<k>-<draft> when [tune.drafts] names several, <method>-schedule for a load "
+                        "sweep's derived schedule. `--profile P --show-commands` names P's arm ids, and an unknown "
+                        "id is answered with the allowed ones")
     p.add_argument("--run-dir", metavar="DIR", help="run directory (default ./specdec-runs/<time>-<profile>/)")
     p.add_argument("--json", action="store_true", help="print report.json on stdout (progress goes to stderr)")
     p.add_argument("--show-commands", action="store_true", help="print the exact commands the profile runs, then exit")

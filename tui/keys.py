@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+from textual.keys import format_key
+
 KEY_TABLE: tuple[tuple[str, str], ...] = (
     ("`n`", "next: run the next step (on Profile: accept the profile and open the run)"),
     ("`a`", "run all remaining steps unattended (stops at a failure; once its retry passes, goes on)"),
-    ("`r`", "retry the failed step, with the settings edited on the Profile pane"),
+    ("`r` / `ctrl+r`", "retry the failed step, with the settings edited on the Profile pane (from inside one of its "
+                       "fields: Enter or esc, then r; or ctrl+r)"),
     ("`p`", "after a failure whose fix is a setting: open that field on the Profile pane"),
     ("`s`", "stop the running server"),
     ("`e`", "export report.md, report.json, summary.csv (an interim report while the run is open)"),
@@ -24,11 +27,17 @@ KEY_TABLE: tuple[tuple[str, str], ...] = (
 
 # Every binding of the main screen, by key, and where KEY_TABLE documents it.
 DOCUMENTED_KEYS = {
-    "n": "`n`", "a": "`a`", "r": "`r`", "p": "`p`", "s": "`s`", "e": "`e`", "l": "`l` / `f` / `v` / `/`",
+    "n": "`n`", "a": "`a`", "r": "`r` / `ctrl+r`", "ctrl+r": "`r` / `ctrl+r`", "p": "`p`", "s": "`s`", "e": "`e`", "l": "`l` / `f` / `v` / `/`",
     "f": "`l` / `f` / `v` / `/`", "v": "`l` / `f` / `v` / `/`", "slash": "`l` / `f` / `v` / `/`", "c": "`c`",
     "w": "`w`", "left_square_bracket": "`[` / `]`", "right_square_bracket": "`[` / `]`", "g": "`g`", "escape": "`esc`", "question_mark": "`?` / `ctrl+p` / `q` or `ctrl+q`",
     "ctrl+q": "`?` / `ctrl+p` / `q` or `ctrl+q`", "q": "`?` / `ctrl+p` / `q` or `ctrl+q`",
 }
+
+
+def key_label(key: str) -> str:
+    """A key as the operator types it, for messages: "]" for Textual's "right_square_bracket", "?" for
+    "question_mark", "esc" for "escape"; a combination stays as it is ("ctrl+r")."""
+    return format_key(key)
 
 
 def help_lines() -> str:

@@ -13,7 +13,8 @@ from typing import Any
 from tui.screens.launch import LaunchPane
 from tui.screens.matrix import MatrixPane
 from tui.screens.modals import CommandScreen, SaveProfileScreen
-from tui.screens.profile import KNOBS, ProfilePane, save_profile
+from tui.screens.knobs import is_knob
+from tui.screens.profile import ProfilePane, save_profile
 from tui.screens.results import export_paths
 
 from ..core import events as ev
@@ -31,12 +32,7 @@ class PaneActions:
         f = self.failed_step
         if not f or f not in self.plan.run_steps:
             return None
-        knobs = {f"{s}.{k}" for s, k, _l, _t in KNOBS}
-        return next((d for d in self.pane(f).problem_diagnoses if d.setting in knobs), None)
-
-    @staticmethod
-    def _setting_label(setting: str) -> str:
-        return next((label for s, k, label, _t in KNOBS if f"{s}.{k}" == setting), setting)
+        return next((d for d in self.pane(f).problem_diagnoses if d.setting and is_knob(d.setting)), None)
 
     def _setting_value(self, setting: str) -> Any:
         prof = self.engine.profile if self.engine is not None else self.profile
@@ -119,7 +115,7 @@ class PaneActions:
             ran = recorded_text(self.run_dir)
             if ran is not None:
                 name = self.profile.name if self.profile is not None else self.run_dir.name
-                self.push_screen(CommandScreen(f"{name} (ran)", ran, ""))
+                self.push_screen(CommandScreen(f"{name} (ran)", ran, "", several=True))
                 return
         try:
             prof = self.engine.profile if self.engine is not None else self.query_one(ProfilePane).current_profile()
@@ -135,7 +131,7 @@ class PaneActions:
             source = "recorded" if version else "unknown"
         text = show_commands_text(prof, run_dir, version, source,
                                   [env["vllm_python"]] if env.get("vllm_python") else None)
-        self.push_screen(CommandScreen(f"{prof.name} (planned)", text, ""))
+        self.push_screen(CommandScreen(f"{prof.name} (planned)", text, "", several=True))
 
     def action_save_profile(self) -> None:
         pane = self.query_one(ProfilePane)

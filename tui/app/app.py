@@ -7,24 +7,21 @@ worker on the app's event loop (child processes get PR_SET_PDEATHSIG from the th
 them, so that thread must live as long as the app) and calls `SpecdecApp.sink` for every event.
 
 The rest of the app lives beside this file, one job each: pump.py (the sink: engine events → widgets),
-availability.py (which keys can act now: a pure `why_not(state, action)`), actions.py (the keys that show or
-edit a pane: log, paging, commands, save) and terminal.py (loss of the tty).
+keygate.py (the bindings, and which of them can act now) over availability.py (a pure `why_not(state, action)`),
+runcontrol.py (the keys that run, retry, stop and quit), actions.py (the keys that show or edit a pane: log,
+paging, commands, save) and terminal.py (loss of the tty).
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import os
 import signal
-import time
 from pathlib import Path
 from typing import Any, Iterable
 
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
-from textual.notifications import Notification, Notify
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, DataTable, Input, Static
@@ -35,7 +32,7 @@ from tui.screens.checkpoints import CheckpointsPane
 from tui.screens.dataset import DatasetPane
 from tui.screens.environment import EnvironmentPane
 from tui.screens.launch import LaunchPane
-from tui.screens.modals import HelpScreen, QuitScreen
+from tui.screens.modals import HelpScreen
 from tui.screens.profile import ProfilePane
 from tui.screens.matrix import MatrixPane
 from tui.screens.results import ResultsBase, ResultsPane
@@ -43,8 +40,7 @@ from tui.screens.results import ResultsBase, ResultsPane
 from ..browse import ClosedRun, show_closed_run
 from ..core import events as ev
 from ..core.run.engine import EXIT_INTERRUPTED, Engine
-from ..core.profile.model import Profile, ProfileError
-from ..core.store.rundir import default_run_dir
+from ..core.profile.model import Profile
 from ..messages import StepSelected
 from ..runplan import StepPlan, plan_for
 from ..widgets.charts import ChartsView
@@ -54,48 +50,22 @@ from ..widgets.header import HeaderBar
 from ..widgets.pathtext import PathText
 from ..widgets.step_list import StepList
 from .actions import PaneActions
-from .availability import KeyState, MatrixView, why_not
+from .keygate import APP_BINDINGS, KeyGate
 from .pump import EnginePump
+from .runcontrol import RunControl
 from .terminal import TerminalLoss, watch_tty
 
 LAUNCH_STEPS = ("baseline", "eagle3")  # a two-arm run's server steps (a tune run has one per arm: see `plan`)
 
 
-class SpecdecApp(EnginePump, PaneActions, TerminalLoss, App[int]):
+class SpecdecApp(EnginePump, PaneActions, KeyGate, RunControl, TerminalLoss, App[int]):
     """specdec-tui's interactive front end. `run_app()` is the entry point the CLI calls."""
 
     TITLE = "specdec-tui"
     CSS_PATH = "app.tcss"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
-    BINDINGS = [
-        Binding("n", "next", "Next", id="next", tooltip="Run the current step (on Profile: accept the profile)"),
-        Binding("a", "run_all", "Run all", id="run-all", tooltip="Run the remaining steps unattended"),
-        Binding("r", "retry", "Retry", id="retry", tooltip="Run the failed step again"),
-        Binding("p", "edit_setting", "Settings", id="edit-setting",
-                tooltip="Open the Profile pane's settings (after a failure: the field its fix names)"),
-        Binding("l", "focus_log", "Log", id="focus-log", tooltip="Focus the live server log"),
-        Binding("f", "follow", "Follow", id="follow", tooltip="Follow the end of the log, or pause it"),
-        Binding("v", "log_mode", "Raw/×N", id="log-mode", show=False,
-                tooltip="Show the log raw or rank-collapsed (×N)"),
-        Binding("slash", "log_filter", "Filter", key_display="/", id="log-filter", show=False,
-                tooltip="Filter the log"),
-        Binding("c", "show_command", "Cmd", id="show-command", tooltip="Show and copy the exact commands"),
-        Binding("s", "stop_server", "Stop server", id="stop-server", tooltip="Stop the running server"),
-        Binding("e", "export", "Export", id="export", tooltip="Write report.md / report.json / summary.csv"),
-        Binding("w", "save_profile", "Save as…", id="save-profile", tooltip="Save the profile as a TOML file"),
-        Binding("right_square_bracket", "page_next", "Page", key_display="]", id="page-next",
-                tooltip="Matrix results: the next workload; a run opened with --open: the step's next log file"),
-        Binding("left_square_bracket", "page_prev", "Page back", key_display="[", id="page-prev", show=False,
-                tooltip="Matrix results: the previous workload; an opened run: the step's previous log file"),
-        Binding("g", "charts", "Charts", id="charts",
-                tooltip="Tune results: the charts of the workload shown (g again: the table)"),
-        Binding("question_mark", "help", "Help", key_display="?", id="help", tooltip="Keys and how the app works"),
-        Binding("escape", "focus_steps", "Steps", show=False, id="focus-steps"),
-        Binding("ctrl+q", "quit", "Quit", id="quit", priority=True, tooltip="Quit (asks while a server is running)"),
-        # q quits too, where no text field takes it as a letter (an Input, the log filter, a list's search).
-        Binding("q", "quit_key", "Quit", id="quit-q", show=False, tooltip="Quit (asks while a server is running)"),
-    ]
+    BINDINGS = APP_BINDINGS
 
     def __init__(self, profile: Profile | None = None, run_dir: str | Path | None = None,
                  steps: list[str] | None = None, *, frozen: bool | None = None, handle_signals: bool = False,
@@ -362,67 +332,6 @@ class SpecdecApp(EnginePump, PaneActions, TerminalLoss, App[int]):
             if isinstance(res, ResultsPane):
                 res.num_spec = msg.profile.speculative.num_speculative_tokens
 
-    # -- bindings ------------------------------------------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The footer offers only the keys that can act now; `why_not` says why the others cannot."""
-        if self.screen is not self.screen_stack[0] and action not in ("quit", "help", "command_palette"):
-            return False  # a modal is open: only its own keys
-        return self.why_not(action) is None
-
-    def why_not(self, action: str) -> str | None:
-        """None when `action` can act in the current state, else one sentence saying why not and what to do
-        (availability.why_not on a snapshot of this app)."""
-        if not self._composed_ok():
-            return None
-        return why_not(self.key_state(), action)
-
-    def key_state(self) -> KeyState:
-        """The snapshot of this app that `availability.why_not` decides on."""
-        pane = self.current_pane_id
-        failed = self.failed_step
-        res = self.results_pane if pane == "results" else None
-        matrix = MatrixView(res.matrix is not None, len(res.workloads), res.workload) \
-            if isinstance(res, MatrixPane) else None
-        browse = self.browse is not None
-        log_files = len(self.pane(pane).log_files) if browse and pane in self.launch_steps else 0  # type: ignore[attr-defined]
-        found = self.query("#pane-results")  # absent while another profile's plan swaps the results pane
-        full = found.first() if found else None
-        return KeyState(
-            pane=pane, pane_title=self.title_of(pane), launch_steps=self.launch_steps, tune=self.plan.tune,
-            busy=self.busy, busy_title=self.title_of(self.busy) if self.busy else "", browse=browse,
-            run_dir=str(self.run_dir) if self.run_dir is not None else None, started=self.engine is not None,
-            closed=self.closed, cursor=self.cursor, failed=failed,
-            failed_title=self.title_of(failed) if failed else "", failed_status=self.status[failed] if failed else "",
-            setting_fix=self.setting_fix() is not None, matrix=matrix, log_files=log_files,
-            results_ready=isinstance(full, MatrixPane) and full.matrix is not None)
-
-    def on_key(self, event) -> None:
-        """A key whose action cannot act now says why (its binding is hidden from the footer)."""
-        if self.screen is not self.screen_stack[0] or isinstance(self.focused, Input):
-            return
-        action = self._key_actions().get(event.key)
-        if action is None:
-            return
-        reason = self.why_not(action)
-        if reason is not None:
-            event.stop()
-            self.notify(reason, title=f"{event.key}: not now", timeout=5)
-
-    def _key_actions(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for b in self.BINDINGS:
-            if isinstance(b, Binding):
-                for key in b.key.split(","):
-                    out[key.strip()] = b.action
-        return out
-
-    def _composed_ok(self) -> bool:
-        try:
-            self.query_one(ContentSwitcher)
-            return True
-        except Exception:
-            return False
-
     def action_charts(self) -> None:
         """g: the results' charts view (a tune run), or back to the matrix table; from another pane it opens the
         Results pane with its charts."""
@@ -444,220 +353,6 @@ class SpecdecApp(EnginePump, PaneActions, TerminalLoss, App[int]):
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
-    # -- running steps ----------------------------------------------------------------------------------------------
-    def _ensure_engine(self) -> bool:
-        """Accept the edited profile and open the run (Profile step). False when the profile is invalid."""
-        if self.engine is not None:
-            return True
-        pane = self.query_one(ProfilePane)
-        try:
-            prof = pane.current_profile()
-        except ProfileError as exc:
-            self.notify(f"Fix the profile first: {exc}", severity="error", timeout=8)
-            self.show_step("profile")
-            return False
-        self.profile = prof
-        if self.run_dir is None:
-            self.run_dir = default_run_dir(prof.name)
-        self.engine = Engine(prof, self.run_dir, self.sink, steps=self.requested_steps)
-        pane.lock_profile()
-        self.set_step_status("profile", "passed", 0.0, prof.name)
-        res = self.results_pane
-        if isinstance(res, ResultsPane):
-            res.num_spec = prof.speculative.num_speculative_tokens
-        self._run_started_at = time.monotonic()
-        return True
-
-    def action_next(self) -> None:
-        if self.busy or self._quitting:
-            return
-        self._unattended = False
-        if self.cursor == "profile":
-            if self._ensure_engine():
-                self._start_worker("open", then_show=self.cursor)
-            return
-        if self.cursor is None:
-            return
-        self._start_worker("next")
-
-    def action_run_all(self) -> None:
-        if self.busy or self._quitting:
-            return
-        self._unattended = True
-        if self.cursor == "profile" and not self._ensure_engine():
-            return
-        self._start_worker("all")
-
-    def action_retry(self) -> None:
-        if self.busy or self._quitting:
-            return
-        f = self.failed_step
-        if not f or self.engine is None:
-            return
-        fixed: Profile | None = None
-        pane = self.query_one(ProfilePane)
-        fix = self.setting_fix()
-        if fix is not None and not pane.retry_edits():
-            # The fix is a setting and nothing changed: the same step would fail the same way. Say so.
-            label, now = self._setting_label(fix.setting), self._setting_value(fix.setting)
-            to = f" (to {fix.suggest} or higher)" if fix.suggest else ""
-            self.notify(f"{label} is still {now}; the fix is to change it{to}: press p to open the setting on the "
-                        "Profile pane, then r retries with it.", title="r: nothing changed", severity="warning",
-                        timeout=10)
-            return
-        if pane.retry_edits():
-            try:
-                fixed = pane.current_profile()
-            except ProfileError as exc:
-                self.notify(f"Fix the settings first: {exc}", severity="error", timeout=8)
-                self.show_step("profile")
-                return
-        self._start_worker("retry", profile=fixed)
-
-    def _start_worker(self, mode: str, then_show: str | None = None, profile: Profile | None = None) -> None:
-        """mode: "open" (accept the profile), "next" (one step), "all" (until a failure), "retry"."""
-        self._worker_done = asyncio.Event()
-        self.step_done.clear()
-        self._step_worker = self.run_worker(self._run_steps(mode, then_show, profile, self._worker_done),
-                                            name="engine-steps", group="engine", exit_on_error=False,
-                                            description="Running specdec-tui steps")
-
-    def _set_busy(self, sid: str | None) -> None:
-        self.busy = sid
-        self._update_header()
-        self._update_hint()
-        self.refresh_bindings()
-
-    async def _run_steps(self, mode: str, then_show: str | None, profile: Profile | None,
-                         done: asyncio.Event) -> None:
-        """Drive the engine's run loop; what runs next, what a retry resets and the exit code are the
-        engine's decisions (the headless runner drives the same loop)."""
-        engine = self.engine
-        assert engine is not None
-        try:
-            if not engine.opened:
-                await engine.open()
-                if then_show:
-                    self.show_step(then_show)
-            if mode == "retry":
-                sid = self.failed_step
-                if sid is not None:
-                    self._set_busy(sid)
-                    res = await engine.retry(sid, profile)
-                    if profile is not None:
-                        self.profile = engine.profile
-                        self.query_one(ProfilePane).accept_retry(engine.profile)
-                    if self._unattended and res.status.settled and engine.failed_step is None:
-                        mode = "all"  # started with "run everything": the fixed step passed, so go on to the end
-            if mode == "next":
-                sid = engine.next_step()
-                if sid is not None:
-                    self._set_busy(sid)
-                    await engine.run_step(sid)
-            elif mode == "all":
-                while engine.failed_step is None and (sid := engine.next_step()) is not None:
-                    self._set_busy(sid)
-                    res = await engine.run_step(sid)
-                    if not res.status.settled:
-                        break
-            self.busy = None
-            if engine.complete() and not engine.closed:
-                # Every requested step is done: end the run (report, RunFinished) like the headless runner.
-                await engine.finish()
-                self.show_step("results")
-        finally:
-            self.busy = None
-            done.set()
-            self.step_done.set()
-            self._update_header()
-            self._update_hint()
-            self.refresh_bindings()
-
-    async def _cancel_running(self) -> None:
-        """Interrupt the running step (its server is stopped by the step's own cleanup) and wait for it."""
-        if self._step_worker is not None and self.busy:
-            self._step_worker.cancel()
-        if self._worker_done is not None:
-            await self._worker_done.wait()
-        if self.engine is not None:
-            await self.engine.stop_children()
-
-    def action_stop_server(self) -> None:
-        if self.busy not in self.launch_steps:
-            self.notify("No server is running.")
-            return
-        what = self.plan.pane_titles.get(self.busy, self.busy)
-        # The toast stays while the server stops (it may take a grace period) and goes when it has stopped.
-        note = Notification(f"Stopping the {what}…", "", "information", 120)
-        self.post_message(Notify(note))
-        self.run_worker(self._stop_server(note, what), name="stop-server", group="control", exit_on_error=False)
-
-    async def _stop_server(self, note: Notification, what: str) -> None:
-        try:
-            await self._cancel_running()
-        finally:
-            try:
-                self._unnotify(note)
-            except KeyError:
-                pass  # already timed out or dismissed
-        if not self._quitting:
-            self.notify(f"The {what} has stopped: r runs its step again.", timeout=5)
-
-    # -- quitting -------------------------------------------------------------------------------------------------
-    async def action_quit_key(self) -> None:
-        """q: the same as ctrl+q (with its confirmation while a server runs); inside a dialog it does nothing."""
-        await self.action_quit()
-
-    async def action_quit(self) -> None:
-        if self._quitting:
-            return
-        if self.busy:
-            what = f"The {self.title_of(self.busy)} step is running."
-            if self.busy in self.launch_steps:
-                phase = self.query_one(f"#pane-{self.busy}", LaunchPane).timeline.current
-                what = (f"The {self.plan.pane_titles.get(self.busy, self.busy)} is running"
-                        + (f" (phase: {phase})." if phase else "."))
-
-            def answer(yes: bool | None) -> None:
-                if yes:
-                    self._start_shutdown()
-
-            self.push_screen(QuitScreen(what), answer)
-            return
-        self._start_shutdown()
-
-    def _start_shutdown(self) -> None:
-        if self._quitting:
-            return
-        self._quitting = True
-        self.run_worker(self._quit_run(), name="shutdown", group="control", exit_on_error=False)
-
-    async def _quit_run(self) -> None:
-        try:
-            code = await self.finish_run()
-        finally:
-            self.shutdown_done.set()
-        if self._terminal_lost:
-            # The report is written and the children are gone; Textual's teardown would write to (and can
-            # block on) the dead terminal.
-            os._exit(code)
-        self.exit(code)
-
-    async def finish_run(self) -> int:
-        """Stop what runs, end the run (report) if it is open, and return the exit code."""
-        if self.browse is not None:
-            return 0  # nothing ran: browsing a finished run is not a run
-        if self.engine is None:
-            return EXIT_INTERRUPTED
-        was_busy = bool(self.busy)
-        await self._cancel_running()
-        if self.closed:
-            return self.exit_code if self.exit_code is not None else 0
-        eng = self.engine
-        # Quitting while a step ran interrupts the run; otherwise the engine ends it as the headless
-        # runner would (after a failure the remaining steps are recorded as skipped).
-        return await eng.finish(interrupted=was_busy or (eng.failed_step is None and eng.next_step() is not None))
-
     # -- command palette -------------------------------------------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield SystemCommand("Next step", "Run the current step (n)", self.action_next)
@@ -675,11 +370,6 @@ class SpecdecApp(EnginePump, PaneActions, TerminalLoss, App[int]):
                                 lambda sid=sid: self.show_step(sid))
         yield SystemCommand("Help", "Keys and how the app works (?)", self.action_help)
         yield from super().get_system_commands(screen)
-
-    def action_skip(self) -> None:
-        f = self.failed_step
-        if f and self.engine is not None and not self.busy:
-            self.engine.skip_step(f, "skipped by the operator")
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """One funnel for unexpected failures of the app's own workers (the engine reports step failures

@@ -6,6 +6,8 @@ import os
 import re
 from typing import Any
 
+from rich.text import Text
+
 FREEZE_ENV = "SPECDEC_TUI_FREEZE"
 
 # Step and fact icons. Every state has a distinct glyph so the UI reads without colour (NO_COLOR).
@@ -188,3 +190,63 @@ def shorten_paths(text: str, width: int, min_path: int = 12) -> str:
         pos = end
     out.append(text[pos:])
     return "".join(out)
+
+
+def _fill_rows(parts: list[str], first: int, width: int) -> list[str]:
+    """`parts` (path components, each with its "/") laid out greedily: `first` columns on the first row, `width`
+    on the others; a component wider than a row is cut at the row's end."""
+    rows = [""]
+    room = first
+    for part in parts:
+        while part:
+            if len(rows[-1]) + len(part) <= room:
+                rows[-1] += part
+                part = ""
+            elif rows[-1]:
+                rows.append("")
+                room = width
+            else:  # alone on its row and still too wide: cut it there
+                rows[-1], part = part[:room], part[room:]
+                rows.append("")
+                room = width
+    return [r for r in rows if r] or [""]
+
+
+def wrap_path(path: str, width: int, lines: int, first: int | None = None) -> list[str]:
+    """`path` on at most `lines` rows of `width` columns (`first` columns on the first row, the rest of a line
+    after a label), broken after a "/" and never inside a name. When it does not fit, whole components are left out
+    of its middle ("specdec-runs/…/report.md"); only a name wider than a row is cut."""
+    first = width if first is None else first
+    if width <= 0 or lines <= 0:
+        return [""]
+    parts = re.findall(r"[^/]*/|[^/]+$", path) or [path]
+    rows = _fill_rows(parts, first, width)
+    if len(rows) <= lines:
+        return rows
+    # Drop components from just before the last one (the name) until the rest fits, keeping the start.
+    for keep in range(len(parts) - 2, -1, -1):
+        rows = _fill_rows(parts[:keep] + ["…/"] + parts[-1:], first, width)
+        if len(rows) <= lines:
+            return rows
+    flat = shorten_path(path, first + width * (lines - 1))
+    return [flat[:first]] + [flat[first + i * width: first + (i + 1) * width] for i in range(lines - 1)
+                             if flat[first + i * width:]]
+
+
+def fit_lines(text: "Text", width: int, lines: int, console: Any) -> "Text":
+    """`text` wrapped at `width` in at most `lines` rows: when it needs more, whole words leave its end and an
+    ellipsis says so ("… then r retries" → "… then r…"), so no row ends inside a word that the next row lacks."""
+    if width <= 0 or len(text.wrap(console, width)) <= lines:
+        return text
+    plain = text.plain
+    cut = len(plain)
+    while cut > 0:
+        cut = plain.rfind(" ", 0, cut)
+        if cut <= 0:
+            break
+        head = text[:cut]
+        head.rstrip()
+        head.append("…")
+        if len(head.wrap(console, width)) <= lines:
+            return head
+    return text

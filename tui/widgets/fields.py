@@ -8,12 +8,15 @@ container to the App, which only then runs the field's action. Keys sent in one 
 bindings as the key arrives, so each key applies in order; every other key bubbles as before.
 
 A paste into an integer field drops the whitespace around the number (a copied "16\n" lands as 16).
+
+`Tick` is a checkbox whose state shows in its glyph ("X" on, blank off), not only in its colour: Textual's draws
+"X" either way, so under NO_COLOR (or on a monochrome terminal) on and off looked the same.
 """
 
 from __future__ import annotations
 
 from textual import events
-from textual.widgets import Input
+from textual.widgets import Checkbox, Input
 
 
 class Field(Input):
@@ -36,3 +39,11 @@ class Field(Input):
             super()._on_paste(events.Paste(lines[0].strip() if lines else ""))
             event.stop()
             event.prevent_default()
+
+
+class Tick(Checkbox):
+    """A Checkbox whose inner glyph says its state: ▐X▌ on, ▐ ▌ off (legible without colour)."""
+
+    @property
+    def BUTTON_INNER(self) -> str:  # type: ignore[override]  # read by ToggleButton._button on every render
+        return "X" if self.value else " "

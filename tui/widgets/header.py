@@ -25,22 +25,32 @@ class HeaderBar(Horizontal):
         yield Static("specdec-tui", id="header-title", markup=False)
         yield Static("SIMULATED", id="header-badge", markup=False)
 
+    @staticmethod
+    def _title(app_name: bool, pair: str, name: str | None) -> Text:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        parts: list[tuple[str, str]] = ([("specdec-tui", "bold")] if app_name else []) + \
+            ([(name, "bold")] if name else []) + ([(pair, "")] if pair else [])
+        for i, (text, style) in enumerate(parts):
+            if i:
+                t.append(" · ")
+            t.append(text, style=style)
+        return t
+
     def set_profile(self, name: str | None, target: str | None, draft: str | None, simulated: bool,
                     state: str = "") -> None:
         self.set_class(simulated, "-simulated")
         width = max(20, (self.size.width or 80) - (13 if simulated else 2))
-        t = Text(no_wrap=True, overflow="ellipsis")
-        t.append("specdec-tui", style="bold")
-        if name:
-            t.append(" · ")
-            t.append(name, style="bold")
-        if target:
-            full = f"{target} → {draft}"
-            short = f"{_short(target)} → {_short(draft or '')}"
-            pair = full if len(t.plain) + 3 + len(full) <= width else short
-            t.append(" · ")
-            t.append(pair)
-        if state and len(t.plain) + 3 + len(state) <= width:
+        # The most that fits whole, never a name cut inside: the models' full names, else their repo names, else
+        # those without the app's name (the terminal's title has it), else the target alone.
+        pairs = [f"{target} → {draft}", f"{_short(target)} → {_short(draft or '')}"] if target else [""]
+        last = [f"{_short(target)} → …"] if target else []
+        tries = [(True, p) for p in pairs] + [(False, p) for p in pairs] + [(a, p) for a in (True, False) for p in last]
+        t = self._title(*tries[0], name=name)
+        for app_name, pair in tries:
+            t = self._title(app_name, pair, name=name)
+            if t.cell_len <= width:
+                break
+        if state and t.cell_len + 3 + len(state) <= width:
             t.append(" · ")
             t.append(state, style="italic")
         self.query_one("#header-title", Static).update(t)

@@ -1,12 +1,13 @@
-"""A label and a path that always fits: the path is shortened from the middle to the widget's width (and
-again when it is resized), so the start and the file name stay visible at 80×24."""
+"""A label and a path that always fits: the path is broken after a "/" (never inside a name) and, when it still does
+not fit, whole components leave its middle, to the widget's width (and again when it is resized), so the start and
+the file name stay visible at 80×24."""
 
 from __future__ import annotations
 
 from textual.events import Resize
 from textual.widgets import Static
 
-from .common import shorten_path
+from .common import wrap_path
 
 
 class PathText(Static):
@@ -38,5 +39,5 @@ class PathText(Static):
             self.update(self.label + self.path)
             return
         first = self.label.rsplit("\n", 1)[-1]
-        room = width * self.lines - len(first)
-        self.update(self.label + shorten_path(self.path, max(room, 1)))
+        rows = wrap_path(self.path, width, self.lines, first=max(width - len(first), 1))
+        self.update(self.label + "\n".join(rows))

@@ -23,6 +23,7 @@ class PhaseTimeline(Static):
         self.cache_misses = 0
         self._frame = 0
         self.ended = False
+        self.max_rows: int | None = None  # set: the earliest phases give way ("… ›") to fit these rows
 
     def on_mount(self) -> None:
         self.set_interval(0.125, self._tick)
@@ -81,15 +82,22 @@ class PhaseTimeline(Static):
         if animations_on(self) or self._frame % 8 == 0:
             self._render_text()
 
-    def _render_text(self) -> None:
-        t = Text()
-        t.append("Phases ", style="bold")
-        if not self.phases:
-            t.append("waiting for the server log…", style="dim")
+    def on_resize(self) -> None:
+        self._render_text()
+
+    def set_max_rows(self, rows: int | None) -> None:
+        """At most `rows` rows (a failed launch's pane at 80×24 needs its rows for the diagnosis and the log):
+        the latest phases, where it stopped, stay; the earlier ones are summed up as "…"."""
+        if rows != self.max_rows:
+            self.max_rows = rows
+            self._render_text()
+
+    def _items(self) -> list[Text]:
+        """One Text per phase ("✓ weights 3.2s"), then the cache counts: the units a line never breaks inside."""
         frozen = is_frozen(self)
-        for i, p in enumerate(self.phases):
-            if i:
-                t.append(" › ", style="dim")
+        items: list[Text] = []
+        for p in self.phases:
+            t = Text()
             if p["status"] == "running":
                 icon = SPINNER[self._frame % len(SPINNER)] if animations_on(self) else "▶"
                 el = None if frozen else time.monotonic() - p["t0"]
@@ -108,8 +116,64 @@ class PhaseTimeline(Static):
                 t.append(f"✓ {p['name']}")
                 if p["name"] != "ready":
                     t.append(f" {fmt_secs(p['elapsed'])}", style="dim")
+            items.append(t)
         if self.cache_hits or self.cache_misses:
-            t.append("   cache ", style="bold")
+            t = Text()
+            t.append("cache ", style="bold")
             t.append(f"{self.cache_hits} hit{'s' if self.cache_hits != 1 else ''}, "
                      f"{self.cache_misses} miss{'es' if self.cache_misses != 1 else ''}")
+            items.append(t)
+        return items
+
+    def _render_text(self) -> None:
+        """The phases in order, broken between phases (never inside "✓ weights 3.2s") to the widget's width; a
+        line that continues the sequence starts with its "› ". With max_rows, the earliest phases leave first."""
+        head = "Phases "
+        items = self._items()
+        if not items:
+            t = Text()
+            t.append(head, style="bold")
+            t.append("waiting for the server log…", style="dim")
+            self.update(t)
+            return
+        width = self.content_size.width or 10_000  # not laid out yet: one line, drawn again on resize
+        n_phases = len(self.phases)
+        t, rows = self._layout(head, items, n_phases, width, 0)
+        if self.max_rows is not None and rows > self.max_rows:
+            # The latest phases first, then the cache counts: the fewest phases left out that fit.
+            for first in range(n_phases):
+                fits = [self._layout(head, its, n_phases, width, first) for its in (items, items[:n_phases])]
+                fit = next((f for f in fits if f[1] <= self.max_rows), None)
+                if fit is not None:
+                    t = fit[0]
+                    break
+            else:
+                t = fits[-1][0]
         self.update(t)
+
+    @staticmethod
+    def _layout(head: str, items: list[Text], n_phases: int, width: int, first: int) -> tuple[Text, int]:
+        """The line from phase `first` on (the ones before it as "…"), and how many rows it takes."""
+        t = Text()
+        t.append(head, style="bold")
+        col = len(head)
+        rows = 1
+        if first:
+            t.append("…", style="dim")
+            col += 1
+        for i in range(first, len(items)):
+            item = items[i]
+            sep = "" if i == 0 else (" › " if i < n_phases else "   ")
+            if i > first or first:
+                if col + len(sep) + item.cell_len > width:
+                    t.append("\n")
+                    rows += 1
+                    sep = sep.lstrip()
+                    col = 0
+            else:
+                sep = ""
+            if sep:
+                t.append(sep, style="dim")
+            t.append_text(item)
+            col += len(sep) + item.cell_len
+        return t, rows

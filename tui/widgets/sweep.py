@@ -13,6 +13,7 @@ from textual.widgets import Checkbox, Label
 
 from ..core.plan.arms import is_tune, repeats_of, workloads_of
 from ..core.profile.model import Profile, profile_from_dict
+from .fields import Tick
 
 SWEEP_DEFAULTS = {"tune.num_speculative_tokens": [1, 2, 3], "tune.repeats": 3, "tune.workloads": ["sonnet"]}
 
@@ -62,7 +63,7 @@ class SweepToggle(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Label("Sweep k (Step 3)")
-        yield Checkbox(sweep_label(None), id="sweep-toggle", compact=True)
+        yield Tick(sweep_label(None), id="sweep-toggle", compact=True)
 
     @property
     def checkbox(self) -> Checkbox:

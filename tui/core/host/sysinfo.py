@@ -247,6 +247,15 @@ def free_bytes(path: Path) -> tuple[int | None, Path]:
         return None, anc
 
 
+def free_space(free: int | None, path: Path, measured: Path) -> tuple[str, str]:
+    """The free-space figure the environment and checkpoints steps both show, in one unit (fmt_bytes: GB): the
+    value ("77.2 GB free") and where it was measured ("HF cache ~/.cache/huggingface/hub, on the filesystem of
+    /home"), from `free_bytes(path)`'s two results."""
+    value = f"{fmt_bytes(free)} free" if free is not None else "unknown"
+    where = f"HF cache {path}" + ("" if Path(measured) == Path(path) else f", on the filesystem of {measured}")
+    return value, where
+
+
 def same_filesystem(a: Path, b: Path) -> bool:
     try:
         return existing_ancestor(a).stat().st_dev == existing_ancestor(b).stat().st_dev

@@ -200,6 +200,14 @@ _NUM_sub = re.compile(r"\d+").sub
 _ERROR_LEVELS = frozenset(("ERROR", "CRITICAL", "FATAL"))
 
 
+# uvicorn's access line for a scrape of the server's Prometheus endpoint that succeeded, after the "INFO:" header:
+# `127.0.0.1:54321 - "GET /metrics HTTP/1.1" 200 OK`. The engine samples /metrics about once a second while a bench
+# runs (the acceptance over time), so the rank-collapsed view folds these into one line with a count
+# (METRICS_FOLD_TEXT ×N); the raw view and the saved serve.log keep every one, and a failed scrape is not folded.
+_METRICS_GET_match = re.compile(r'\S+:\d+ - "GET /metrics(?:\?[^" ]*)? HTTP/[\d.]+" 200\b').match
+METRICS_FOLD_TEXT = "GET /metrics (this app's sampling, folded)"  # short: its ×N fits at 80 columns
+
+
 _EXC = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)(?::|$)|FATAL:|Traceback \(most recent")
 
 

@@ -19,12 +19,15 @@ Per line the pipeline
    uvicorn `INFO:     `, python-logging `INFO:Neuron:`, NRT
    `YYYY-Mon-DD HH:MM:SS.ffffff PID:TID LEVEL  MODULE:function   `, torch-neuronx
    `YYYY-mm-dd HH:MM:SS.ffffff:  PID  LEVEL `;
-4. merges per-rank repeats: a worker line whose message equals (after masking digit runs, so
+4. folds the access lines of the app's own `GET /metrics` sampling (uvicorn, status 200) into one line: the first
+   is emitted as `METRICS_FOLD_TEXT`, every later one as a `RankCount` of that line carrying the count so far
+   (shown "×N"); they are neither classified nor kept as context (`lines_fed` still counts them);
+5. merges per-rank repeats: a worker line whose message equals (after masking digit runs, so
    `rank 3` and `neuron:3` match `rank 0`) a line first seen from another rank less than
    `dedup_window_s` ago is not emitted again; a `RankCount` update is emitted instead. A repeat from a
    rank already counted starts a new line (the banner printed twice per rank gives two lines x16).
    Only worker lines (a `Worker...` prefix) are merged; identity is the TP rank, else the worker pid.
-5. classifies each first occurrence against rule tables (a cheap keyword gate first) into an error
+6. classifies each first occurrence against rule tables (a cheap keyword gate first) into an error
    signature, a phase marker, a cache result, a timing, or readiness.
 
 Events (slotted dataclasses deriving from `LogEvent`; frozen except the two per-line hot-path ones,
@@ -75,10 +78,10 @@ from collections import deque
 from itertools import islice
 
 from tui.core.serverlog.clean import (
-    CacheResult, CleanLine, ERROR_KINDS, ErrorSignature, LEGACY_PHASES, LinePrefix, LogEvent, PHASES,
-    PhaseChange, PhaseRecord, ROUTES, RankCount, Ready, Timing, VLLM_PHASES, _ANSI_sub, _DHEAD_match,
-    _ERROR_LEVELS, _EXC, _LHEAD_match, _NUM_sub, _PROCS_fullmatch, _PROCS_match, _header, _is_worker, _rank_of,
-    clean_line, collapse_cr, strip_ansi,
+    CacheResult, CleanLine, ERROR_KINDS, ErrorSignature, LEGACY_PHASES, LinePrefix, LogEvent, METRICS_FOLD_TEXT,
+    PHASES, PhaseChange, PhaseRecord, ROUTES, RankCount, Ready, Timing, VLLM_PHASES, _ANSI_sub, _DHEAD_match,
+    _ERROR_LEVELS, _EXC, _LHEAD_match, _METRICS_GET_match, _NUM_sub, _PROCS_fullmatch, _PROCS_match, _header,
+    _is_worker, _rank_of, clean_line, collapse_cr, strip_ansi,
 )
 from tui.core.serverlog.rules import (
     _AOT_HASH_RE, _CACHE_KEY_RE, _CACHE_RE, _GATE_search, _LEGACY_HIT_RE, _LEGACY_MARKERS, _LEGACY_MISS_RE,
@@ -170,6 +173,8 @@ class LogPipeline:
         self._full_group = 1  # largest rank count reached by a merged line so far (the TP degree, once known)
         self._recent: deque[str] = deque(maxlen=max(history, context_lines))
         self._prefix_cache: dict[str, tuple | bool] = {}
+        self._metrics_line: int | None = None  # line_id of the folded GET /metrics line
+        self.metrics_gets = 0  # GET /metrics access lines folded into it
 
     # -- derived ---------------------------------------------------------------------------------
     @property
@@ -335,6 +340,8 @@ class LogPipeline:
             process, ident, rank = info
         else:
             process = ident = rank = None
+        if ident is None and msg[:1].isalnum() and "GET /metrics" in msg and _METRICS_GET_match(msg) is not None:
+            return self._fold_metrics(level, process, ts)
         if ident is not None:
             # worker line: merge per-rank repeats. _exact memoises message -> group list of its masked key.
             lst = self._exact.get(msg)
@@ -404,6 +411,15 @@ class LogPipeline:
         return [PhaseChange(None, self.phase, ts - rec.start_ts, ts, "end of stream")]
 
     # -- internals -------------------------------------------------------------------------------
+    def _fold_metrics(self, level: str | None, process: str | None, ts: float) -> list[LogEvent]:
+        """One more access line of the /metrics sampling: the first becomes the folded line, the others its count."""
+        self.metrics_gets += 1
+        if self._metrics_line is None:
+            self._metrics_line = line_id = self.lines_emitted
+            self.lines_emitted = line_id + 1
+            return [CleanLine(line_id, METRICS_FOLD_TEXT, level, process, None, False, ts)]
+        return [RankCount(self._metrics_line, self.metrics_gets, None, ts)]
+
     def _prune(self, ts: float) -> None:
         w = self.dedup_window_s
         kept = {k: lst for k, lst in self._groups.items() if lst and ts - lst[-1][2] <= w}

@@ -42,17 +42,17 @@ from tui.core.host import modelshape as ms
 from tui.core.plan.commands import format_command
 from tui.core.events import Artifact, Command, LogLine, Progress
 from tui.core.plan.build import prepare_argv
-from tui.core.host.hub import HubFailure, HubSettings, ModelProbe, free_bytes, hub_settings, looks_local, probe_model
+from tui.core.host.hub import HubFailure, HubSettings, ModelProbe, hub_settings, looks_local, probe_model
 from tui.core.secrets import scrub, scrub_obj
 from tui.core.host.interpreter import find_server_interpreter, server_launch_env
-from tui.core.host.sysinfo import version_tuple
+from tui.core.host.sysinfo import fmt_bytes, free_bytes, free_space, version_tuple
 from tui.core.proc.child import wait_child
 from tui.core.proc.supervisor import ManagedProcess
 from tui.core.steps.base import FactRecorder, StepContext, StepResult
 from tui.core.steps.checkpoint_rules import (
     SHAPE_FACTS, _Facts, _compat_facts, _describe_config, _layout_fact, _model_facts, _quant_facts, _shape_facts,
 )
-from tui.core.steps.checkpoint_layout import _draft_fields, _gb, _target_fields, verifier_match
+from tui.core.steps.checkpoint_layout import _draft_fields, _target_fields, verifier_match
 
 
 STEP = "checkpoints"
@@ -62,7 +62,8 @@ STEP = "checkpoints"
 COMPAT_FACTS = ("draft type", "draft verifier", "hidden size", "vocab size", "vocab mapping", "aux layers")
 
 
-# Tests replace this to pretend a disk is full or huge: (path) -> (free bytes, existing path measured).
+# Tests replace this to pretend a disk is full or huge: (path) -> (free bytes or None, existing path measured). The
+# environment step measures with the same function and words the figure the same way (sysinfo.free_space).
 disk_free = free_bytes
 
 
@@ -70,28 +71,27 @@ def _disk_fact(f: _Facts, ctx: StepContext, hs: HubSettings, probes: list[ModelP
     hub_probes = [p for p in probes if p.source == "hub" and p.failure is None]
     unknown = [p.name for p in hub_probes if p.size_bytes is None]
     needed = sum(max(0, (p.size_bytes or 0) - p.cached_bytes) for p in hub_probes)
-    try:
-        free, measured = disk_free(hs.cache_dir)
-    except OSError as exc:
-        f.add("disk space", "not checked", "warn", f"cannot measure free space at {hs.cache_dir}: {exc}")
+    free, measured = disk_free(hs.cache_dir)
+    value, where = free_space(free, hs.cache_dir, measured)
+    if free is None:
+        f.add("disk space", "not checked", "warn", f"cannot measure free space: {where}")
         return {"cache_dir": str(hs.cache_dir), "needed_bytes": needed, "free_bytes": None}
     info = {"cache_dir": str(hs.cache_dir), "measured_at": str(measured), "needed_bytes": needed,
             "free_bytes": free}
     if any(p.failure is not None for p in probes if p.source == "hub") or unknown:
         why = "sizes unknown (offline mode)" if unknown else "a checkpoint could not be looked up"
-        f.add("disk space", f"{_gb(free)} free", "info", f"{why}; free space in {measured}")
+        f.add("disk space", value, "info", f"{why}; {where}")
         return info
     if not hub_probes:
         f.add("disk space", "nothing to download", "pass", "both checkpoints are local directories")
         return info
-    text = f"{_gb(free)} free, {_gb(needed)} to download"
-    detail = f"HF cache {hs.cache_dir} (on the filesystem of {measured})"
+    text = f"{value}, {fmt_bytes(needed)} to download"
     if free >= needed:
-        f.add("disk space", text, "pass", detail)
+        f.add("disk space", text, "pass", where)
     else:
-        f.add("disk space", text, "fail", detail + f"; short by {_gb(needed - free)}",
+        f.add("disk space", text, "fail", where + f"; short by {fmt_bytes(needed - free)}",
               "Free space there, or point HF_HOME (or HF_HUB_CACHE) at a volume with "
-              f"at least {_gb(needed)} free, for this app and for vLLM.")
+              f"at least {fmt_bytes(needed)} free, for this app and for vLLM.")
     return info
 
 

@@ -41,6 +41,7 @@ from tui.core.host.sysinfo import (
     dmi_instance_type,
     fmt_bytes,
     free_bytes,
+    free_space,
     hf_hub_cache,
     hf_repo_cached_bytes,
     is_numeric_host,
@@ -464,28 +465,30 @@ def _disk_facts(rec: FactRecorder, prof: Any, environ: dict[str, str], shared: d
     shared["hf_hub_cache"] = str(hub)
     shared["vllm_cache_root"] = str(vroot)
     free, anc = free_bytes(hub)
+    value, where = free_space(free, hub, anc)  # worded as the checkpoints step words it
     models = [prof.models.target, prof.draft_model]
     remote = [m for m in models if not os.path.isdir(os.path.expanduser(m))]
     if free is None:
-        rec.add("disk (HF cache)", "unknown", "warn", f"cannot read free space of {anc}",
+        rec.add("disk (HF cache)", value, "warn", f"cannot read free space: {where}",
                 "check the HF cache location (HF_HUB_CACHE / HF_HOME)")
     elif not remote:
-        rec.add("disk (HF cache)", f"{fmt_bytes(free)} free", "info", f"{hub}: both models are local directories")
+        rec.add("disk (HF cache)", value, "info", f"{where}: both models are local directories")
     elif all(m.lower() in TUTORIAL_MODELS for m in remote):
+        # No hub lookup here: the tutorial pair's size is an estimate; the checkpoints step weighs the exact one.
         cached = sum(hf_repo_cached_bytes(hub, m) for m in remote)
         need = max(0, TUTORIAL_BYTES - cached)
-        where = f"{hub}" + (f" (on {anc})" if anc != hub else "")
         if free < need:
-            rec.add("disk (HF cache)", f"{fmt_bytes(free)} free", "fail",
-                    f"{where}: the gpt-oss-120b checkpoints need ~{fmt_bytes(TUTORIAL_BYTES)}, {fmt_bytes(cached)} "
-                    f"already cached, {fmt_bytes(need)} more needed but only {fmt_bytes(free)} free",
+            rec.add("disk (HF cache)", value, "fail",
+                    f"{where}: the gpt-oss-120b checkpoints need ~{fmt_bytes(TUTORIAL_BYTES)} (estimate), "
+                    f"{fmt_bytes(cached)} already cached, ~{fmt_bytes(need)} more but only {value}",
                     f"free {fmt_bytes(need - free)} or point HF_HUB_CACHE / HF_HOME at a larger local disk")
         else:
-            rec.add("disk (HF cache)", f"{fmt_bytes(free)} free", "pass",
-                    f"{where}: needs ~{fmt_bytes(need)} more ({fmt_bytes(cached)} of ~{fmt_bytes(TUTORIAL_BYTES)} cached)")
+            rec.add("disk (HF cache)", value, "pass",
+                    f"{where}: room for the tutorial pair (~{fmt_bytes(TUTORIAL_BYTES)} estimated, "
+                    f"{fmt_bytes(cached)} cached); the checkpoints step checks the exact download size")
     else:
-        rec.add("disk (HF cache)", f"{fmt_bytes(free)} free", "info",
-                f"{hub}: no size estimate for {', '.join(remote)}")
+        rec.add("disk (HF cache)", value, "info",
+                f"{where}: no size estimate for {', '.join(remote)}; the checkpoints step checks the download size")
 
     vfree, vanc = free_bytes(vroot)
     same = " (same filesystem as the HF cache)" if same_filesystem(hub, vroot) else ""
