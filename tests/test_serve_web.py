@@ -122,7 +122,7 @@ def test_serve_web_does_not_import_textual():
 def test_token_guards_every_url_and_the_page_loads_nothing_from_outside(tmp_path):
     serve = ServeWeb(tmp_path, ["--demo", "--port", "0", "--public-url", "http://localhost:9000/"])
     try:
-        url = serve.wait_url()
+        serve.wait_url()
         port = serve.port
         # printed: the public URL with the token, the tunnel line for its local port
         assert serve.printed_url == f"http://localhost:9000/{serve.token}/"
@@ -457,6 +457,10 @@ def test_the_wizard_in_headless_chromium_offline(tmp_path):
     assert urls and all(u.startswith(ours) for u in urls), [u for u in urls if not u.startswith(ours)]
     assert any(u.startswith(f"ws://127.0.0.1:{port}/") for u in urls)
     assert all(u.startswith(ours) for u in res["requests"] + res["websockets"])
+    # nothing the page does breaks its Content-Security-Policy, and no script failed
+    problems = [json.dumps(c)[:300] for c in res["console"]
+                if "Content Security Policy" in json.dumps(c) or "exceptionDetails" in c]
+    assert problems == []
     # the token stayed out of the logs
     token = res["stdout"].split(f"http://127.0.0.1:{port}/", 1)[1].split("/", 1)[0]
     assert res["stdout"].count(token) == 1 and token not in res["stderr"]

@@ -26,6 +26,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from ..browse import OpenRunError, open_run
 from ..core.profile.model import ProfileError, load_profile
 from ..core.run.engine import EXIT_USAGE, parse_steps
 from ..core.run.reuse import check_reuse
@@ -130,8 +131,6 @@ def check_wizard_args(args: argparse.Namespace) -> str | None:
         if others:
             return (f"--open browses a finished run; it cannot be combined with {', '.join(others)}. To run a "
                     "profile again: --profile RUN_DIR/profile.toml.")
-        from ..browse import OpenRunError, open_run
-
         try:
             open_run(args.open_run)
         except OpenRunError as exc:
@@ -177,7 +176,8 @@ def public_url_problem(url: str) -> str | None:
 
 
 def _import_server():
-    """tui.web.server (textual-serve, aiohttp): imported on the serve-web path only."""
+    """tui.web.server (textual-serve, aiohttp: the optional `web` extra), imported here, once serve-web's options
+    are checked, so that a missing extra is one paragraph (and `specdec-tui --help` never needs it)."""
     from . import server
 
     return server
@@ -239,13 +239,17 @@ def serve_web_main(argv: list[str]) -> int:
     add_secrets([token])  # from here on redact() removes it from every channel: logs, messages
     app_argv = [sys.executable, "-m", "tui.web.child", *wizard_argv(args)]
     what = shlex.join(["specdec-tui", *wizard_argv(args)])
-    server = server_mod.WebServer(app_argv, token=token, host=args.host.strip().strip("[]"), port=args.port,
+    host = args.host.strip().strip("[]")
+    server = server_mod.WebServer(app_argv, token=token, host=host, port=args.port,
                                   title=f"specdec-tui {' '.join(wizard_argv(args)[:2])}".strip(), cwd=os.getcwd())
 
     def ready(port: int) -> None:
-        base = (args.public_url or f"http://{_url_host('127.0.0.1' if not remote else args.host)}:{port}/")
+        # the address a browser on this machine (or the laptop's end of the tunnel) opens
+        shown = socket.gethostname() if host in ("0.0.0.0", "::") else host
+        base = args.public_url or f"http://{_url_host(shown)}:{port}/"
         url = base.rstrip("/") + f"/{token}/"
         local = urlsplit(base).port or port
+        target = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, _url_host(host))
         if remote:
             print(f"specdec-tui serve-web: warning: listening on {args.host}:{port}, not loopback (--allow-remote): "
                   "anyone who can reach this port and has the URL drives the wizard and the servers it launches, "
@@ -254,11 +258,11 @@ def serve_web_main(argv: list[str]) -> int:
         _say(f"specdec-tui serve-web: serving `{what}` on {_url_host(args.host)}:{port}"
              + ("" if remote else " (loopback only)"))
         _say("From your laptop, open a tunnel (your usual ssh destination for this machine):")
-        _say(f"    ssh -N -L {local}:127.0.0.1:{port} {_user()}@{socket.gethostname()}")
+        _say(f"    ssh -N -L {local}:{target}:{port} {_user()}@{socket.gethostname()}")
         _say("then open this URL in a browser (its token is the key; it is printed only here):")
         _say(f"    {url}")
-        _say("One browser session drives the wizard at a time; closing the tab stops it like a lost terminal. "
-             "^C stops serving, every app and every server.")
+        _say("One browser session drives the wizard at a time; closing the tab stops the app and its servers, as "
+             "a lost terminal does. ^C stops serving, every app and every server.")
 
     try:
         asyncio.run(server.serve(ready))
