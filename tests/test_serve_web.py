@@ -178,6 +178,27 @@ def test_token_guards_every_url_and_the_page_loads_nothing_from_outside(tmp_path
     assert serve.stderr.count("refused GET from 127.0.0.1: no valid token") >= 5
 
 
+def test_allow_remote_binds_every_address_with_a_warning(tmp_path):
+    """Run inside a loopback-only network namespace, so 0.0.0.0 is reachable from this machine only."""
+    prefix = _loopback_namespace()
+    if prefix is None:
+        pytest.skip("unshare -n is not available (root only): 0.0.0.0 is not bound on the host network here")
+    code = ("import subprocess, sys, time, signal\n"
+            "p = subprocess.Popen([sys.executable, '-m', 'tui', 'serve-web', '--demo', '--host', '0.0.0.0', "
+            "'--allow-remote', '--port', '0'], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)\n"
+            "line = ''\n"
+            "while 'then open' not in line and p.poll() is None: line = p.stdout.readline()\n"
+            "url = p.stdout.readline()\n"
+            "p.send_signal(signal.SIGTERM)\n"
+            "out, err = p.communicate(timeout=120)\n"
+            "print(url.strip()); print(err, file=sys.stderr); sys.exit(p.returncode)\n")
+    out = subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True, timeout=SAFETY_S * 2,
+                         cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert out.returncode == 0, out.stderr
+    assert "warning: listening on 0.0.0.0:" in out.stderr and "not loopback (--allow-remote)" in out.stderr
+    assert re.match(r"http://\S+:\d+/[A-Za-z0-9_-]{20,}/$", out.stdout.strip()), out.stdout
+
+
 def test_a_busy_port_is_one_paragraph(tmp_path):
     import socket
 
