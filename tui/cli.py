@@ -8,6 +8,9 @@ it is left as it is.
 
 `specdec-tui compare RUN_DIR RUN_DIR… [--json]`: saved runs side by side (tui/core/results/compare.py); 0 printed,
 2 a run directory without a readable specdec-tui report.json (or a usage error).
+
+`specdec-tui serve-web [...]`: the wizard in a browser (tui/web/cli.py); each browser session runs this CLI with
+`main(argv, web=True)` (tui/web/child.py): the app is drawn through the browser, not a terminal.
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "environment check, checkpoints, dataset, baseline and EAGLE3 servers, benchmarks, "
                     "side-by-side results and diagnostics.",
         epilog="Exit codes: 0 passed, 1 a step failed, 2 usage or profile error, 130 interrupted. "
-               "Compare saved runs: specdec-tui compare RUN_DIR RUN_DIR... (see specdec-tui compare --help).",
+               "Compare saved runs: specdec-tui compare RUN_DIR RUN_DIR... (see specdec-tui compare --help). "
+               "The wizard in a browser: specdec-tui serve-web (see specdec-tui serve-web --help).",
     )
     p.add_argument("--profile", metavar="NAME|PATH", help="bundled profile name or path to a TOML profile")
     p.add_argument("--demo", action="store_true", help="same as --profile demo (simulated backend, no hardware)")
@@ -141,7 +145,7 @@ def _show_commands(profile, args: argparse.Namespace) -> int:
     return 0
 
 
-def _open_run(args: argparse.Namespace) -> int:
+def _open_run(args: argparse.Namespace, web: bool = False) -> int:
     """--open RUN_DIR: the app on a finished run, read-only (tui/browse.py). Nothing is started or written."""
     others = [flag for flag, given in (("--profile", args.profile), ("--demo", args.demo),
                                        ("--headless", args.headless), ("--steps", args.steps),
@@ -157,7 +161,7 @@ def _open_run(args: argparse.Namespace) -> int:
         run = open_run(args.open_run)
     except OpenRunError as exc:
         return _fail_usage(str(exc))
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+    if not (web or sys.stdin.isatty() and sys.stdout.isatty()):
         return _fail_usage(f"--open needs a terminal: it opens the app. Without one, read the run's files: "
                            f"{run.path / 'report.md'}, {run.path / 'report.json'} and the *.log files.")
     try:
@@ -168,9 +172,10 @@ def _open_run(args: argparse.Namespace) -> int:
     return run_app(None, None, browse=run)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, web: bool = False) -> int:
+    """`web`: the app is drawn in a browser (specdec-tui serve-web), so no terminal is needed for it."""
     try:
-        return _main(argv)
+        return _main(argv, web)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # stdout closed (e.g. `| head`): nothing more to say
@@ -233,11 +238,15 @@ def _compare_main(argv: list[str]) -> int:
     return 0
 
 
-def _main(argv: list[str] | None) -> int:
+def _main(argv: list[str] | None, web: bool = False) -> int:
     if argv is None:
         argv = sys.argv[1:]
     if argv and argv[0] == "compare":
         return _compare_main(list(argv[1:]))
+    if argv and argv[0] == "serve-web":
+        from .web.cli import serve_web_main
+
+        return serve_web_main(list(argv[1:]))
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -261,7 +270,7 @@ def _main(argv: list[str] | None) -> int:
             print(f"{name}{sim}\t{desc}")
         return 0
     if args.open_run is not None:
-        return _open_run(args)
+        return _open_run(args, web)
     if args.demo and args.profile and args.profile != "demo":
         return _fail_usage(f"--demo means --profile demo; it cannot be combined with --profile {args.profile}.")
     profile_name = "demo" if args.demo else args.profile
@@ -324,7 +333,7 @@ def _main(argv: list[str] | None) -> int:
     else:
         run_dir = Path(os.path.abspath(default_run_dir(profile.name if profile else "interactive")))
 
-    interactive = not args.headless and not args.json and sys.stdin.isatty() and sys.stdout.isatty()
+    interactive = not args.headless and not args.json and (web or sys.stdin.isatty() and sys.stdout.isatty())
     if interactive:
         try:
             from .app import run_app  # noqa: F401
