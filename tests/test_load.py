@@ -20,6 +20,8 @@ from tui.core.results import load as ld
 from tui.core.results import load_text
 from tui.core.results import stats
 from tui.core.results.statement import KINDS, RANK, statement
+from tui.core.steps import results as results_step
+from tui.core.steps.base import FactRecorder
 
 from tune_reports import arm, bench
 
@@ -516,3 +518,50 @@ def test_an_unmeasured_level_has_no_verdict(analysed):
     assert w["arms"]["eagle3-k1"]["not_measured"] == [32]
     assert w["arms"]["eagle3-k1"]["statement"]["text"].endswith("was not measured at 32")
     assert w["best"]["32"]["verdict"] == "none" and w["schedule"][-1][1:] == [32, 0]
+
+
+# -- the results step's words: a "warned" status names what it warned about -----------------------------------------
+
+class _Ctx:
+    def __init__(self) -> None:
+        self.events: list = []
+
+    def emit(self, e) -> None:
+        self.events.append(e)
+
+
+def test_the_results_steps_summary_names_every_warning_and_the_pick():
+    """k = 2 is faster than k = 1 at 1 on average but not proven; k = 3 has no numbers at 8 (facts missing):
+    the step warns, and its summary — what the status line, the step list and the headless summary show — names
+    each warning with what it is about, then the best arm per run of levels."""
+    arms, af, keys = sweep()
+    del af["eagle3-k3"]["repeats"]["sonnet@c8"]
+    for r, x in zip(af["eagle3-k2"]["repeats"]["sonnet@c1"], (132.0, 136.0, 140.0)):  # ahead of k = 1, unproven
+        r["output_throughput"] = x
+    for r, x in zip(af["eagle3-k3"]["repeats"]["sonnet@c1"], (127.0, 129.0, 131.0)):  # not ahead: a lower mean
+        r["output_throughput"] = x
+    m = stats.build_matrix(arms, af, keys)
+    assert [a["arm"] for a in m["recommendation"]["sonnet@c1"]["ahead"]] == ["eagle3-k2"]
+    load = ld.analyze(m, af, LEVELS, ["sonnet"], {"ttft_ms": 500.0})
+    fr = FactRecorder(_Ctx(), "results")
+    results_step._load_facts(fr, load)
+    failed, shorts = results_step.recommendation_facts(fr, m)
+    summary = results_step.matrix_summary(m, load, fr, shorts)
+    assert not failed and fr.status() == "warned" and fr.warned
+    head, best = summary.split(" · ")
+    n = len(fr.warned)
+    assert head.startswith(f"{n} warning") and (n <= 4 or head.endswith(f"; and {n - 4} more"))
+    names = [f.name for f in fr.warned]
+    shown = sorted(names, key=lambda x: not x.startswith("recommendation"))[:4]  # the decisions first
+    assert [x.split(": ")[0] for x in head.split(" — ", 1)[1].split("; ")[:len(shown)]] == shown
+    assert "load k = 3 (sonnet)" in names and "was not measured at 8" in (
+        load["workloads"]["sonnet"]["arms"]["eagle3-k3"]["statement"]["text"])
+    ahead = [r for r in m["recommendation"].values() if r.get("ahead")]
+    assert ahead
+    for r in ahead:
+        a = r["ahead"][0]
+        assert f"k = {a['arm'][-1]} +{a['gain'] * 100:.1f} % not proven" in head
+    want = [(n, load["workloads"]["sonnet"]["best"][str(n)]) for n in LEVELS]
+    assert best.startswith("best — sonnet: ") and all(
+        (f"k={b['k']}" if b["verdict"] == "pays" else "baseline") in best for _, b in want if b["verdict"] in
+        ("pays", "keep_baseline"))

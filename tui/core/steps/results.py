@@ -82,6 +82,20 @@ async def run_matrix(ctx: StepContext) -> StepResult:
                        "warn", "first divergence at word " + ", ".join(str(p) for p in firsts[:8]),
                        "greedy speculative decoding should reproduce the baseline: check the draft/target pair "
                        "and dtype; small numeric drift can also diverge late in long outputs")
+    failed, shorts = recommendation_facts(fr, matrix)
+    res = fr.result({"matrix": matrix, **({"schedule_profile": load.get("schedule_profile"),
+                                          "schedule_profile_note": load.get("schedule_profile_note")} if load else {})})
+    if failed:
+        res.status = "failed"
+    res.summary = matrix_summary(matrix, load, fr, shorts)
+    return res
+
+
+def recommendation_facts(fr: FactRecorder, matrix: dict[str, Any]) -> tuple[bool, dict[str, str]]:
+    """One fact per workload (or bench key) with its Step 3 recommendation: pass where an arm pays and nothing is
+    left on the table, warn where the numbers cannot tell yet (not proven, a faster arm's advantage not proven, no
+    baseline numbers), fail on stop tuning or where no speculative arm was measured. (whether the step fails, {fact name: what the warning
+    or failure is about in a few words})."""
     failed = False
     shorts: dict[str, str] = {}  # what a warning is about, in a few words, for the step's summary
     labels = {a.get("id"): arm_label(a, matrix.get("arms") or []) for a in matrix.get("arms") or []}
@@ -94,37 +108,34 @@ async def run_matrix(ctx: StepContext) -> StepResult:
         if v == "stop_tuning":
             status, failed = "fail", True
             shorts[name] = "first-position acceptance below 30 %"
-        elif v in ("not_proven", "no_baseline", "none") or rec.get("ahead"):
+        elif v in ("not_proven", "no_baseline") or rec.get("ahead"):
             # the run worked; its numbers cannot tell yet (the text says what is missing or how many repeats
             # would settle it)
             status = "warn"
             ahead = (rec.get("ahead") or [{}])[0]
-            shorts[name] = ({"not_proven": "no k proven to pay", "no_baseline": "no baseline numbers",
-                             "none": "not measured"}.get(v or "") or
+            shorts[name] = ({"not_proven": "no k proven to pay", "no_baseline": "no baseline numbers"}.get(v or "") or
                             f"{labels.get(ahead.get('arm'), ahead.get('arm'))} +{(ahead.get('gain') or 0) * 100:.1f} % "
                             "not proven")
-        elif not rec.get("arm"):
+        elif not rec.get("arm"):  # no speculative arm measured here
             status, failed = "fail", True
+            shorts[name] = "no speculative arm measured"
         fr.add(name, rec.get("text") or "n/a", status, rec.get("reason") or "")
-    res = fr.result({"matrix": matrix, **({"schedule_profile": load.get("schedule_profile"),
-                                          "schedule_profile_note": load.get("schedule_profile_note")} if load else {})})
-    if failed:
-        res.status = "failed"
-    res.summary = matrix_summary(matrix, load, fr, shorts)
-    return res
+    return failed, shorts
 
 
 WARN_NAMES_SHOWN = 4  # a summary names this many warnings, then "and N more"
 
 
 def _few_words(text: str, width: int = 48) -> str:
+    """The text cut at a word boundary before `width` (with "…")."""
     if len(text) <= width:
         return text
-    return text[: text.rfind(" ", 0, width - 1)].rstrip(",;:") + "…" if " " in text[:width] else text[:width] + "…"
+    cut = text.rfind(" ", 0, width)
+    return (text[:cut].rstrip(",;:") if cut > 0 else text[:width]) + "…"
 
 
 def named(facts: list[Any], word: str, shorts: dict[str, str] | None = None) -> str:
-    """ "2 warnings: recommendation (sonnet@c1): k = 2 +3.8 % not proven, drift k = 1 at c8 (sonnet): acceptance
+    """ "2 warnings — recommendation (sonnet@c1): k = 2 +3.8 % not proven; drift k = 1 at c8 (sonnet): acceptance
     fell…": each fact's name and what it is about in a few words, the first few."""
     names = [f"{f.name}: {(shorts or {}).get(f.name) or _few_words(f.value)}" for f in facts]
     shown = "; ".join(names[:WARN_NAMES_SHOWN]) + (f"; and {len(names) - WARN_NAMES_SHOWN} more"
@@ -146,8 +157,9 @@ def matrix_summary(matrix: dict[str, Any], load: dict[str, Any] | None, fr: Fact
     head = []
     if fr.failed:
         head.append(named(fr.failed, "failure", shorts))
-    if fr.warned:
-        head.append(named(fr.warned, "warning", shorts))
+    if fr.warned:  # the recommendations first: they are what the run decides
+        head.append(named(sorted(fr.warned, key=lambda f: not f.name.startswith("recommendation")), "warning",
+                          shorts))
     picks = []
     if load and load.get("workloads"):
         levels = load.get("levels") or []
