@@ -149,6 +149,17 @@ async def test_charts_draw_their_data_with_markers_and_a_legend(monkeypatch):
         assert "1 k=1" in pp and "333" in pp
 
 
+async def test_a_title_too_wide_is_shortened_between_words():
+    app = ChartsApp()
+    async with app.run_test(size=(34, 60)) as pilot:
+        app.query_one(ch.PerPositionBars).set_matrix(fx.matrix(), "sonnet@c2")
+        await pilot.pause()
+        text = app.query_one(ch.PerPositionBars).render().plain
+        title = next(line.strip() for line in text.splitlines() if line.strip().startswith("sonnet@c2"))
+        full = "sonnet@c2 · acceptance % per position"
+        assert title.endswith("…") and title[:-1] in full and full[len(title) - 1] == " ", title
+
+
 async def test_a_chart_too_small_to_draw_says_so():
     app = ChartsApp()
     async with app.run_test(size=(18, 40)) as pilot:

@@ -179,9 +179,12 @@ class PlotChart(PlotextPlot):
         return Text()
 
     def title(self, plt: Any, text: str) -> None:
-        """plotext drops a title wider than the plot: shorten it instead."""
+        """plotext drops a title wider than the plot: shorten it instead, between words."""
         w = max(8, self.size.width - 8)
-        plt.title(text if len(text) <= w else text[: w - 1] + "…")
+        if len(text) > w:
+            cut = text.rfind(" ", 0, w - 1)
+            text = (text[:cut].rstrip(" ·,") if cut > 0 else text[: w - 1]) + "…"
+        plt.title(text)
 
     def empty_text(self) -> Text:
         return Text(f"{self.NAME}: {self.EMPTY}", style="dim", no_wrap=True, overflow="ellipsis")

@@ -117,8 +117,8 @@ def statement(by_level: Sequence[tuple[int, Any]], label: str) -> dict[str, Any]
                 f"not monotone in load: it loses at {a} but not at {b}")
         text += f" ({note})"
     return {"label": label, "by_level": {str(n): v for n, v in pairs}, "levels": out_levels, "runs": runs,
-            "changes": changes, "monotone": monotone, "note": note, "range_text": range_text or "not measured", "text": text,
-            "last_pays": max(out_levels["pays"], default=None), "first_loses": min(out_levels["loses"], default=None)}
+            "changes": changes, "monotone": monotone, "note": note, "range_text": range_text or "not measured",
+            "text": text, "last_pays": max(out_levels["pays"], default=None), "first_loses": min(out_levels["loses"], default=None)}
 
 
 def marker_positions(statement_: dict[str, Any]) -> list[tuple[float, str, str]]:
