@@ -183,7 +183,7 @@ def matrix_summary(matrix: dict[str, Any], load: dict[str, Any] | None, fr: Fact
                 picks.append(f"{wl}: " + {"keep_baseline": "keep the baseline", "not_proven": "not proven",
                                           "no_baseline": "no baseline numbers", "stop_tuning": "stop tuning",
                                           }.get(r.get("verdict") or "", "nothing measured"))
-    return " · ".join(head + (["best — " + "; ".join(picks)] if picks else [])) or fr.summary()
+    return " · ".join(head + ([("best — " if head else "") + "; ".join(picks)] if picks else [])) or fr.summary()
 
 
 SCHEDULE_PROFILE = "schedule.toml"  # the sweep's schedule as a ready profile in the run directory
