@@ -220,7 +220,7 @@ def positions_text(matrix: dict[str, Any], arm_id: str | None, workload: str, wi
         for i, m in enumerate(marg):
             cv = _num(cond[i]) if i < len(cond) else None
             if side:
-                t.append(f"\n pos{i:<2}")
+                t.append(f"\n pos{i + 1:<2}")  # draft positions numbered from 1, as in the report
                 t.append(bar(m / 100.0, bw))
                 t.append(f" {m:5.1f}%  ")
                 if cv is None:
@@ -229,7 +229,7 @@ def positions_text(matrix: dict[str, Any], arm_id: str | None, workload: str, wi
                     t.append(bar(cv / 100.0, bw))
                     t.append(f" {cv:5.1f}%")
             else:
-                t.append(f"\n pos{i:<2} marg ")
+                t.append(f"\n pos{i + 1:<2} marg ")
                 t.append(bar(m / 100.0, bw))
                 t.append(f" {m:5.1f}%")
                 t.append("\n       cond ")

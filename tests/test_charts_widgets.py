@@ -16,6 +16,7 @@ from textual.app import App, ComposeResult
 
 from tui.app import SpecdecApp
 from tui.core import events as ev
+from tui.core.results.statement import statement
 from tui.widgets import charts as ch
 
 from snapshot_apps import charts as fx
@@ -42,18 +43,27 @@ def test_speedup_series_per_arm_with_band_and_crossover():
     assert k2.levels == [1, 2, 4, 8]
     assert k2.ratio == [m["cells"]["eagle3-k2"][k]["speedup"]["ratio"] for k in fx.KEYS]
     assert k2.lo[2] == m["cells"]["eagle3-k2"]["sonnet@c4"]["speedup"]["ci95"][0]
-    # k=2 crosses 1 between 2 and 4 concurrent requests: interpolated on log2 of the level
-    r2, r4 = k2.ratio[1], k2.ratio[2]
-    assert k2.crossover == pytest.approx(2 ** (1 + (r2 - 1) / (r2 - r4)))
-    assert 2 < k2.crossover < 4 and 4 < series[0].crossover < 8
-    assert series[0].range_text == "pays at 1, 2, 4, loses at 8"
+    # the markers are the statement's changes: k=2 stops paying between 2 and 4, k=1 between 4 and 8
+    load = fx.load(m)
+    for s in series:
+        st = load["workloads"]["sonnet"]["arms"][s.arm]["statement"]
+        assert [(x, k) for x, k, _t in s.marks] == [((c["after"] * c["before"]) ** 0.5, c["kind"])
+                                                    for c in st["changes"]]
+        assert s.range_text == st["range_text"]
+    assert [m_[:2] for m_ in k2.marks] == [(pytest.approx(8 ** 0.5), "stops_paying")]
+    assert series[0].range_text == "pays at 1–4, loses at 8"
     assert ch.speedup_series(fx.load(m), "chat") == [] and ch.speedup_series(None, "sonnet") == []
 
 
-def test_no_crossover_where_the_ratio_never_falls_below_one():
-    assert ch._crossing([1, 2, 4], [1.5, 1.3, 1.1], 4) is None
-    assert ch._crossing([1, 2, 4], [0.9, 0.8, 0.7], None) is None
-    assert ch._crossing([1, 2], [1.2, 0.8], 1) == pytest.approx(2 ** 0.5)
+def test_a_non_monotone_arm_is_marked_where_it_stops_and_where_it_pays_again():
+    load = fx.load()
+    arm = load["workloads"]["sonnet"]["arms"]["eagle3-k2"]
+    arm["statement"] = statement([(1, "pays"), (2, "not_proven"), (4, "pays"), (8, "loses")], "k = 2")
+    s = next(x for x in ch.speedup_series(load, "sonnet") if x.arm == "eagle3-k2")
+    assert [(round(x, 6), k) for x, k, _t in s.marks] == [(round(2 ** 0.5, 6), "stops_paying"),
+                                                          (round(8 ** 0.5, 6), "starts_paying"),
+                                                          (round(32 ** 0.5, 6), "stops_paying")]
+    assert s.range_text == "pays at 1, not proven at 2, pays at 4, loses at 8"
 
 
 def test_an_unbounded_interval_draws_no_band():
@@ -71,16 +81,31 @@ def test_position_series_are_the_marginals_of_each_speculative_arm():
 
 def test_points_from_windows_are_counter_ratios():
     pts = ch.points_from_windows({"interval_s": 1.0, "windows": [
+        {"t0": -1.0, "t1": 0.0, "generation_tokens": 0, "draft_tokens": 0, "accepted_tokens": 0},  # idle: dropped
         {"t0": 0.0, "t1": 2.0, "generation_tokens": 800, "draft_tokens": 400, "accepted_tokens": 300},
         {"t0": 2.0, "t1": 3.0, "generation_tokens": 0, "draft_tokens": None, "accepted_tokens": None},
         {"t0": 3.0, "t1": 4.0, "generation_tokens": 10, "draft_tokens": 0, "accepted_tokens": 0}]})
-    assert [(p.t, p.tokens_per_s, p.acceptance) for p in pts] == [(2.0, 400.0, 75.0), (3.0, 0.0, None),
-                                                                  (4.0, 10.0, None)]
+    assert [(p.t, p.tokens_per_s, p.acceptance, p.partial) for p in pts] == [
+        (2.0, 400.0, 75.0, True), (3.0, 0.0, None, False), (4.0, 10.0, None, True)]  # the bench's first and last
 
 
 def test_legend_wraps_at_the_width():
     t = ch.legend([("1 k=1", "bold"), ("2 k=2", "bold"), ("· 95 % band", "")], 14)
     assert t.plain == "1 k=1  2 k=2\n· 95 % band"
+
+
+@pytest.mark.parametrize("width", [20, 37, 76, 80])
+def test_legends_and_notes_break_between_words_never_inside_one(width):
+    items = [("* acceptance %, mean of 3 windows (left)", "bold"), ("· per window", ""),
+             ("+ tok/s, mean of 3 (right)", "bold"), ("2 partial windows (bench start/end) left out", "")]
+    note = ("drift: acceptance fell from 71.2 % to 63.0 % (first vs last third), beyond the window-to-window "
+            "noise of the bench")
+    t = ch.notes(ch.legend(items, width), [note], width)
+    words = {w for text, _ in items for w in text.split()} | set(note.split())
+    for line in t.plain.split("\n"):
+        assert len(line) <= width
+        assert all(w in words for w in line.split()), line  # every word whole
+    assert " ".join(t.plain.split()) == " ".join([w for text, _ in items for w in text.split()] + note.split())
 
 
 # -- the widgets on their own -----------------------------------------------------------------------------------
@@ -115,12 +140,24 @@ async def test_charts_draw_their_data_with_markers_and_a_legend(monkeypatch):
         assert "sonnet@c2 · output tok/s vs k" in tp and "●" in tp and "│ 95 % interval" in tp
         assert "\x1b" not in tp
         sp = app.query_one(ch.SpeedupVsConcurrency).render().plain
-        assert "X crossover" in sp and "k=2: pays at 1, 2, loses at 4, 8" in sp
-        plot = sp.split("X crossover")[0]
-        assert "X" in plot.split("speedup vs concurrency")[1]  # the crossover is drawn, not only named
+        assert "X stops paying" in sp and "k=2: pays at 1–2, loses at 4–8" in sp
+        plot = sp.split("X stops paying")[0]
+        assert "X" in plot.split("speedup vs concurrency")[1]  # the marker is drawn, not only named
         assert all(d in plot for d in "123")
         pp = app.query_one(ch.PerPositionBars).render().plain
-        assert "pos 2" in pp and "1 k=1" in pp and "333" in pp
+        assert "pos 1" in pp and "pos 3" in pp and "pos 0" not in pp  # positions from 1, as in the report
+        assert "1 k=1" in pp and "333" in pp
+
+
+async def test_a_title_too_wide_is_shortened_between_words():
+    app = ChartsApp()
+    async with app.run_test(size=(34, 60)) as pilot:
+        app.query_one(ch.PerPositionBars).set_matrix(fx.matrix(), "sonnet@c2")
+        await pilot.pause()
+        text = app.query_one(ch.PerPositionBars).render().plain
+        title = next(line.strip() for line in text.splitlines() if line.strip().startswith("sonnet@c2"))
+        full = "sonnet@c2 · acceptance % per position"
+        assert title.endswith("…") and title[:-1] in full and full[len(title) - 1] == " ", title
 
 
 async def test_a_chart_too_small_to_draw_says_so():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from scipy import stats as sps
 
@@ -21,10 +22,20 @@ def win(t0: float, acc: float | None, draft: int = 200, tokens: int = 400, t1: f
     return w
 
 
-def rates(windows: list[dict]) -> list[float]:
-    """Per-window acceptance (percent) of the windows that drafted, in time order: the test's own cut."""
+def full(windows: list[dict]) -> list[dict]:
+    """The windows a whole one of which the bench ran in, in time order (the test's own cut): not before its first
+    generated token or after its last (idle), not the first or last with tokens (the bench started or ended in
+    them), not shorter than half the median window."""
     ws = sorted(windows, key=lambda w: w["t0"])
-    return [w["accepted_tokens"] / w["draft_tokens"] * 100.0 for w in ws if w.get("draft_tokens")]
+    active = [i for i, w in enumerate(ws) if w.get("generation_tokens")]
+    spans = sorted(w["t1"] - w["t0"] for w in ws)
+    half = spans[len(spans) // 2] / 2
+    return [w for i, w in enumerate(ws) if active and active[0] < i < active[-1] and w["t1"] - w["t0"] >= half]
+
+
+def rates(windows: list[dict]) -> list[float]:
+    """Per-window acceptance (percent) of the full windows that drafted, in time order."""
+    return [w["accepted_tokens"] / w["draft_tokens"] * 100.0 for w in full(windows) if w.get("draft_tokens")]
 
 
 def thirds(windows: list[dict]) -> tuple[list[float], list[float]]:
@@ -68,7 +79,7 @@ def test_a_falling_acceptance_is_flagged_with_scipys_numbers():
     repeats = [noisy(s, 30, 75.0, 60.0, 2.0) for s in (1, 2, 3)]
     d = dr.drift(repeats)
     first, last, res, ci = scipy_drift(repeats)
-    assert d["first_windows"] == len(first) == 30 and d["last_windows"] == len(last) == 30
+    assert d["first_windows"] == len(first) == 27 and d["last_windows"] == len(last) == 27  # 28 full windows a bench
     assert d["diff"] == pytest.approx(sum(last) / len(last) - sum(first) / len(first), abs=1e-4)
     assert d["ci95"] == pytest.approx(list(ci), abs=1e-4)
     assert d["p_value"] == pytest.approx(res.pvalue, rel=1e-6, abs=1e-15)
@@ -90,8 +101,9 @@ def test_the_flag_is_scipys_decision_on_steady_and_drifting_benches(seed):
 
 
 def test_windows_are_ordered_by_time_and_idle_windows_left_out():
-    ws = [win(float(i), 80.0 if i < 6 else 50.0) for i in range(18)]
-    ws += [win(100.0 + i, None) for i in range(5)]  # windows that drafted nothing (idle): not counted
+    ws = [win(float(i), 80.0 if i < 7 else 50.0) for i in range(20)]
+    ws += [win(100.0 + i, None) for i in range(5)]  # windows that drafted nothing: not counted
+    ws += [win(-3.0 + i, None, tokens=0) for i in range(3)]  # before the bench's first token (idle): not counted
     shuffled = ws[:]
     random.Random(5).shuffle(shuffled)
     d = dr.drift([shuffled])
@@ -119,3 +131,22 @@ def test_series_points():
     assert pts[1][1] == 0.0 and pts[1][2] == pytest.approx(75.0)
     assert pts[2] == (2.5, 600.0, None)
     assert dr.series(None) == [] and dr.series({"windows": ws}) == pts
+
+
+def test_windows_are_classified_idle_partial_and_full():
+    ws = [win(0.0, None, tokens=0), win(1.0, 70.0, tokens=40)]  # idle, then the bench starts inside a window
+    ws += [win(2.0 + i, 70.0) for i in range(4)]
+    ws += [win(6.0, 70.0, t1=6.3)]  # a short window (0.3 of the interval): partial
+    ws += [win(6.3, 70.0), win(7.3, 70.0, tokens=12), win(8.3, None, tokens=0)]
+    kinds = [k for _, k in dr.classify({"interval_s": 1.0, "windows": list(reversed(ws))})]
+    assert kinds == ["idle", "partial", "full", "full", "full", "full", "partial", "full", "partial", "idle"]
+    assert dr.classify([]) == [] and [k for _, k in dr.classify([win(0.0, None, tokens=0)])] == ["idle"]
+
+
+def test_rolling_mean_is_numpys_centred_convolution():
+    vals = [70.0, 72.0, 60.0, 81.0, 77.0, 64.0]
+    got = dr.rolling_mean(vals, 3)
+    inner = np.convolve(vals, np.ones(3) / 3, mode="valid")
+    assert got[1:-1] == pytest.approx(list(inner))
+    assert got[0] == pytest.approx(np.mean(vals[:2])) and got[-1] == pytest.approx(np.mean(vals[-2:]))
+    assert dr.rolling_mean([1.0, None, 3.0], 3) == [1.0, None, 3.0]

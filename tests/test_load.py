@@ -15,8 +15,13 @@ from pathlib import Path
 import pytest
 from scipy import stats as sps
 
+from tui.core.results import figures
 from tui.core.results import load as ld
+from tui.core.results import load_text
 from tui.core.results import stats
+from tui.core.results.statement import KINDS, RANK, statement
+from tui.core.steps import results as results_step
+from tui.core.steps.base import FactRecorder
 
 from tune_reports import arm, bench
 
@@ -105,19 +110,137 @@ def test_verdict_lists_range_and_crossover(analysed):
         verdicts = [(n, a["levels"][str(n)]["verdict"]) for n in LEVELS]
         for v in ld.VERDICTS:
             assert a[v] == [n for n, x in verdicts if x == v]
-        last = None
-        for n, v in verdicts:
-            if v != "pays":
-                break
-            last = n
-        assert a["crossover"]["last_pays"] == last
-        assert a["crossover"]["first_loses"] == next((n for n, v in verdicts if v == "loses"), None)
+        assert a["statement"] == statement(verdicts, a["label"])  # the one statement, from the level verdicts
+        assert a["range_text"] == a["statement"]["range_text"] and a["crossover"]["text"] == a["statement"]["text"]
+        assert a["crossover"]["last_pays"] == max(a["pays"], default=None)
+        assert a["crossover"]["first_loses"] == min(a["loses"], default=None)
     k1 = load["workloads"]["sonnet"]["arms"]["eagle3-k1"]
     assert k1["range_text"] == "pays at 1–2, not proven at 4, loses at 8–16"
-    assert k1["crossover"]["text"] == "k = 1 pays up to 2 concurrent requests and loses from 8 (not proven at 4)"
-    assert ld.range_text([(1, "not_proven"), (2, "pays"), (4, "pays")]) == "not proven at 1, pays at 2–4"
-    c = ld.crossover([(1, "not_proven"), (2, "pays")], "k = 1")
-    assert c["last_pays"] is None and c["first_loses"] is None  # a paying level after a gap is no crossover
+    assert k1["crossover"]["text"] == "k = 1 pays at 1–2, is not proven at 4, loses at 8–16"
+    assert [(c["after"], c["before"], c["kind"]) for c in k1["statement"]["changes"]] == [(2, 4, "stops_paying")]
+
+
+# -- the statement: one sentence and one set of markers for any pattern ----------------------------------------------
+
+NON_MONOTONE = [
+    # (verdicts at 1, 2, 4, 8, 16; range_text; text; changes as (after, before, verb))
+    (["pays", "not_proven", "pays", "loses", "loses"], "pays at 1, not proven at 2, pays at 4, loses at 8–16",
+     "k = 2 pays at 1 and 4, is not proven at 2, loses at 8–16 (not monotone in load: it pays at 4 but not at 2)",
+     [(1, 2, "stops paying"), (2, 4, "pays again"), (4, 8, "stops paying")]),
+    (["not_proven", "pays", "loses", "loses", "loses"], "not proven at 1, pays at 2, loses at 4–16",
+     "k = 2 is not proven at 1, pays at 2, loses at 4–16 (not monotone in load: it pays at 2 but not at 1)",
+     [(1, 2, "starts paying"), (2, 4, "stops paying")]),
+    (["loses", "not_proven", "loses", "pays", "pays"], "loses at 1, not proven at 2, loses at 4, pays at 8–16",
+     "k = 2 loses at 1 and 4, is not proven at 2, pays at 8–16 (not monotone in load: it loses at 1 but not at 2)",
+     [(4, 8, "starts paying")]),
+    (["pays", "pays", "pays", "pays", "pays"], "pays at 1–16", "k = 2 pays at every measured level (1–16)", []),
+    (["pays", None, "no_baseline", "loses", "pays"],
+     "pays at 1, not measured at 2, no baseline numbers at 4, loses at 8, pays at 16",
+     "k = 2 pays at 1 and 16, was not measured at 2, has no baseline numbers at 4, loses at 8 (not monotone in "
+     "load: it pays at 16 but not at 8)",
+     [(1, 8, "stops paying"), (8, 16, "pays again")]),
+]
+
+
+@pytest.mark.parametrize("verdicts,range_text,text,changes", NON_MONOTONE)
+def test_the_statement_of_any_pattern(verdicts, range_text, text, changes):
+    st = statement(list(zip(LEVELS, verdicts)), "k = 2")
+    assert st["range_text"] == range_text and st["text"] == text
+    assert [(c["after"], c["before"], c["verb"]) for c in st["changes"]] == changes
+    assert all(c["text"] == f"k = 2 {c['verb']}" for c in st["changes"])
+    kinds = [v or "not_measured" for v in verdicts]
+    assert st["by_level"] == {str(n): v for n, v in zip(LEVELS, kinds)}
+    for k in KINDS:  # every level is said exactly once, under its own verdict
+        assert st["levels"][k] == [n for n, v in zip(LEVELS, kinds) if v == k]
+    judged = [RANK[v] for v in kinds if v in RANK]
+    assert st["monotone"] is all(a >= b for a, b in zip(judged, judged[1:]))
+    # a marker only where paying starts or stops, between two judged neighbours
+    pays = [(n, v == "pays") for n, v in zip(LEVELS, kinds) if v in RANK]
+    assert [(a, b) for (a, pa), (b, pb) in zip(pays, pays[1:]) if pa != pb] == [c[:2] for c in changes]
+
+
+def test_a_non_monotone_sweep_reads_the_same_in_every_text(tmp_path):
+    """k = 2 pays at 1, is not proven at 2 (a wide repeat) and pays at 4 again: the report.md table, the
+    headless panel, the load section's sentence and both charts' markers all say so."""
+    arms, af, keys = sweep()
+    for r, f in zip(af["eagle3-k2"]["repeats"]["sonnet@c2"], (0.6, 1.25, 1.9)):  # 1.25x on average, very wide
+        r["output_throughput"] = 200.0 * f
+    for r in af["eagle3-k2"]["repeats"]["sonnet@c4"]:
+        r["output_throughput"] = 400.0 * 1.2 * (r["output_throughput"] / (400.0 * 0.95))
+    m = stats.build_matrix(arms, af, keys)
+    load = ld.analyze(m, af, LEVELS, ["sonnet"], None)
+    k2 = load["workloads"]["sonnet"]["arms"]["eagle3-k2"]
+    assert [k2["levels"][str(n)]["verdict"] for n in LEVELS] == ["pays", "not_proven", "pays", "loses", "loses"]
+    st = k2["statement"]
+    assert st["range_text"] == "pays at 1, not proven at 2, pays at 4, loses at 8–16"
+    md = load_text.load_markdown(load)
+    row4 = next(r for r in md.splitlines() if r.startswith("| 4 |"))
+    cells = [c.strip() for c in row4.strip("|").split("|")]
+    assert cells[3].endswith(" pays")  # k = 2's column at 4: the table says pays, as the statement does
+    assert f"- {st['text']} — k = 2 stops paying between 1 and 2; k = 2 pays again between 2 and 4; k = 2 stops " \
+           "paying between 4 and 8" in md
+    lines = load_text.load_lines(load, 80)
+    assert "  k = 2: pays at 1, not proven at 2, pays at 4, loses at 8–16" in lines
+    row = next(x for x in lines if x.split()[:1] == ["4"])
+    assert row.split()[4] == "P"  # k=2 at 4 in the panel: P
+    chart = next(c for c in figures.chart_data({"load": load}) if c["name"] == "speedup_vs_concurrency")
+    arm2 = next(a for a in chart["panels"][0]["arms"] if a["arm"] == "eagle3-k2")
+    assert arm2["changes"] == st["changes"] and st["text"] in chart["caption"]
+
+
+def test_a_level_without_baseline_numbers_says_so(analysed):
+    _, af, _ = analysed
+    bare = {aid: {"repeats": dict(f["repeats"])} for aid, f in af.items()}
+    bare["baseline"]["repeats"]["sonnet@c8"] = []
+    arms = [arm("baseline", "baseline")] + [arm(f"eagle3-k{k}", k=k) for k in (1, 2, 3)]
+    m = stats.build_matrix(arms, bare, [f"sonnet@c{n}" for n in LEVELS])
+    load = ld.analyze(m, bare, LEVELS, ["sonnet"], {"ttft_ms": 500.0})
+    w = load["workloads"]["sonnet"]
+    for aid in SPEEDUPS:
+        assert w["arms"][aid]["levels"]["8"]["verdict"] == "no_baseline"
+        assert "has no baseline numbers at 8" in w["arms"][aid]["statement"]["text"]
+    assert w["best"]["8"]["verdict"] == "no_baseline" and "keep the baseline" not in w["best"]["8"]["text"]
+    md = load_text.load_markdown(load)
+    row8 = next(r for r in md.splitlines() if r.startswith("| 8 |"))
+    assert "no baseline numbers" in row8 and "no k beats" not in row8 and "| not measured |" in row8
+    assert w["arms"]["baseline"]["levels"]["8"]["slo_status"] == "not_measured"
+    assert "baseline" in w["slo_text"] and "not measured at 8" in w["slo_text"]
+
+
+def test_an_unmeasured_level_is_named_never_read_as_an_slo_miss():
+    """The per-level facts of k = 1 at 8 are missing from state.json (the level never ran): its verdict, its
+    statement, the SLO line and the SLO table say "not measured at 8", never a miss."""
+    arms, af, keys = sweep()
+    del af["eagle3-k1"]["repeats"]["sonnet@c8"]
+    m = stats.build_matrix(arms, af, keys)
+    load = ld.analyze(m, af, LEVELS, ["sonnet"], {"ttft_ms": 500.0})
+    w = load["workloads"]["sonnet"]
+    k1 = w["arms"]["eagle3-k1"]
+    assert k1["levels"]["8"]["verdict"] == "not_measured" and k1["levels"]["8"]["slo_status"] == "not_measured"
+    assert k1["levels"]["8"]["meets_slo"] is None and "was not measured at 8" in k1["statement"]["text"]
+    assert k1["sustains_slo_up_to"] == 4 and k1["slo_stop"] == {"level": 8, "status": "not_measured"}
+    assert "EAGLE3 k=1 up to 4 (not measured at 8)" in w["slo_text"] and "miss" not in w["slo_text"]
+    md = load_text.load_markdown(load)
+    slo_rows = md.split("**SLO**", 1)[1].split("**Acceptance over time**", 1)[0]
+    row8 = next(r for r in slo_rows.splitlines() if r.startswith("| 8 |"))
+    assert row8.split("|")[3].strip() == "not measured"  # columns: concurrency, baseline, k = 1, ...
+
+
+def test_the_schedule_says_what_was_measured_and_what_is_inferred(analysed):
+    _, _, load = analysed
+    w = load["workloads"]["sonnet"]
+    b = w["schedule_basis"]
+    assert [(e["level"], e["k"]) for e in b["measured"]] == list(zip(LEVELS, [expected_ks(load)[n] for n in LEVELS]))
+    # the batch sizes between measured levels are inferred from the next measured level above them
+    assert [(e["start"], e["end"], e["from"]) for e in b["inferred"]] == [(3, 3, 4), (5, 7, 8), (9, 15, 16)]
+    dense = rules_lookup(w["schedule"], 32, max(1, w["max_k"]))
+    for e in b["inferred"]:
+        assert all(dense[x] == min(e["k"], max(1, w["max_k"])) for x in range(e["start"], e["end"] + 1))
+    assert b["tail"] == {"above": 16, "k": expected_ks(load)[16]}
+    assert "next measured level above it" in b["rule"] and "vLLM's own rule for a gap" in b["rule"]
+    assert "#49548" in b["k0_note"] and "drafter's forward pass" in b["k0_note"]
+    md = load_text.load_markdown(load)
+    assert b["text"] in md and "Inferred: 3 from 4" in b["text"]
 
 
 def test_best_per_level_is_the_step3_recommendation(analysed):
@@ -356,18 +479,18 @@ def test_drift_per_arm_and_level(analysed):
 
 def test_markdown_and_lines(analysed):
     _, _, load = analysed
-    md = ld.load_markdown(load)
+    md = load_text.load_markdown(load)
     w = load["workloads"]["sonnet"]
     assert md.startswith("## Load: where speculation stops paying")
     assert json.dumps(w["schedule"]) in md and w["schedule_text"] in md and w["slo_text"] in md
     assert load["coverage"] in md and "Fieller" in load["coverage"]
-    assert w["arms"]["eagle3-k1"]["range_text"] in md
+    assert w["arms"]["eagle3-k1"]["statement"]["text"] in md and w["model"]["held_out"]["text"] in md
     for s in w["model"]["why"].values():
         assert s in md
     assert "| 1 | " in md and "Predicted for k not tried" in md
-    assert ld.load_markdown(None) == ""
+    assert load_text.load_markdown(None) == ""
     for width in (80, 60):
-        lines = ld.load_lines(load, width)
+        lines = load_text.load_lines(load, width)
         assert lines and all(len(s) <= width for s in lines)
         assert any("schedule" in s for s in lines)
 
@@ -391,5 +514,54 @@ def test_an_unmeasured_level_has_no_verdict(analysed):
     load = ld.analyze(m, af, LEVELS + [32], ["sonnet"], None)
     w = load["workloads"]["sonnet"]
     lv = w["arms"]["eagle3-k1"]["levels"]["32"]
-    assert lv["repeats"] == 0 and lv["verdict"] is None and 32 not in w["arms"]["eagle3-k1"]["not_proven"]
+    assert lv["repeats"] == 0 and lv["verdict"] == "not_measured" and 32 not in w["arms"]["eagle3-k1"]["not_proven"]
+    assert w["arms"]["eagle3-k1"]["not_measured"] == [32]
+    assert w["arms"]["eagle3-k1"]["statement"]["text"].endswith("was not measured at 32")
     assert w["best"]["32"]["verdict"] == "none" and w["schedule"][-1][1:] == [32, 0]
+
+
+# -- the results step's words: a "warned" status names what it warned about -----------------------------------------
+
+class _Ctx:
+    def __init__(self) -> None:
+        self.events: list = []
+
+    def emit(self, e) -> None:
+        self.events.append(e)
+
+
+def test_the_results_steps_summary_names_every_warning_and_the_pick():
+    """k = 2 is faster than k = 1 at 1 on average but not proven; k = 3 has no numbers at 8 (facts missing):
+    the step warns, and its summary — what the status line, the step list and the headless summary show — names
+    each warning with what it is about, then the best arm per run of levels."""
+    arms, af, keys = sweep()
+    del af["eagle3-k3"]["repeats"]["sonnet@c8"]
+    for r, x in zip(af["eagle3-k2"]["repeats"]["sonnet@c1"], (132.0, 136.0, 140.0)):  # ahead of k = 1, unproven
+        r["output_throughput"] = x
+    for r, x in zip(af["eagle3-k3"]["repeats"]["sonnet@c1"], (127.0, 129.0, 131.0)):  # not ahead: a lower mean
+        r["output_throughput"] = x
+    m = stats.build_matrix(arms, af, keys)
+    assert [a["arm"] for a in m["recommendation"]["sonnet@c1"]["ahead"]] == ["eagle3-k2"]
+    load = ld.analyze(m, af, LEVELS, ["sonnet"], {"ttft_ms": 500.0})
+    fr = FactRecorder(_Ctx(), "results")
+    results_step._load_facts(fr, load)
+    failed, shorts = results_step.recommendation_facts(fr, m)
+    summary = results_step.matrix_summary(m, load, fr, shorts)
+    assert not failed and fr.status() == "warned" and fr.warned
+    head, best = summary.split(" · ")
+    n = len(fr.warned)
+    assert head.startswith(f"{n} warning") and (n <= 4 or head.endswith(f"; and {n - 4} more"))
+    names = [f.name for f in fr.warned]
+    shown = sorted(names, key=lambda x: not x.startswith("recommendation"))[:4]  # the decisions first
+    assert [x.split(": ")[0] for x in head.split(" — ", 1)[1].split("; ")[:len(shown)]] == shown
+    assert "load k = 3 (sonnet)" in names and "was not measured at 8" in (
+        load["workloads"]["sonnet"]["arms"]["eagle3-k3"]["statement"]["text"])
+    ahead = [r for r in m["recommendation"].values() if r.get("ahead")]
+    assert ahead
+    for r in ahead:
+        a = r["ahead"][0]
+        assert f"k = {a['arm'][-1]} +{a['gain'] * 100:.1f} % not proven" in head
+    want = [(n, load["workloads"]["sonnet"]["best"][str(n)]) for n in LEVELS]
+    assert best.startswith("best — sonnet: ") and all(
+        (f"k={b['k']}" if b["verdict"] == "pays" else "baseline") in best for _, b in want if b["verdict"] in
+        ("pays", "keep_baseline"))

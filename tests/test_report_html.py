@@ -26,8 +26,12 @@ import pytest
 
 from tui.core.plan.arms import level_key
 from tui.core.results import figures as F
+from tui.core.results import figures_draw as D
+from tui.core.results import report_html as H
+from tui.core.results.statement import statement
 from tui.core.results.stats import build_matrix
 
+from bad_inputs_util import jail_available, run_cli, snapshot
 from tune_reports import arm, bench, facts, two_arm_report
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,14 +91,9 @@ def load_section(matrix: dict[str, Any]) -> dict[str, Any]:
         if k is None:
             arms[a["id"]] = {"label": "baseline", "k": None, "levels": levels, "sustains_slo_up_to": None}
             continue
-        by = {v: [n for n in LEVELS if levels[str(n)]["verdict"] == v] for v in ("pays", "not_proven", "loses")}
-        last = max(by["pays"], default=None)
-        first_loses = min(by["loses"], default=None)
-        arms[a["id"]] = {"label": f"k = {k}", "k": k, "levels": levels, **by,
-                         "range_text": f"pays at {by['pays']}, not proven at {by['not_proven']}, loses at {by['loses']}",
-                         "crossover": {"last_pays": last, "first_loses": first_loses,
-                                       "text": f"k = {k} pays up to {last}, loses from {first_loses}"},
-                         "sustains_slo_up_to": None}
+        st = statement([(n, levels[str(n)]["verdict"]) for n in LEVELS], f"k = {k}")
+        arms[a["id"]] = {"label": f"k = {k}", "k": k, "levels": levels, **st["levels"], "statement": st,
+                         "range_text": st["range_text"], "sustains_slo_up_to": None}
     drift = {"eagle3-k1": {"4": {"first": 71.2, "last": 63.0, "diff": -8.2, "ci95": [-12.1, -4.3], "p_value": 0.001,
                                  "drift": True, "windows": 30,
                                  "text": "acceptance fell from 71.2 % to 63.0 % (first vs last third)"},
@@ -183,7 +182,8 @@ def test_a_sweep_gets_every_chart_from_its_numbers():
     k1 = panel["arms"][0]
     assert [p["level"] for p in k1["points"]] == LEVELS
     assert [p["ratio"] for p in k1["points"]] == [cells["eagle3-k1"][k]["speedup"]["ratio"] for k in KEYS]
-    assert k1["crossover"] == rep["load"]["workloads"]["sonnet"]["arms"]["eagle3-k1"]["crossover"]
+    st = rep["load"]["workloads"]["sonnet"]["arms"]["eagle3-k1"]["statement"]
+    assert k1["changes"] == st["changes"] and k1["text"] == st["text"] and st["text"] in sp["caption"]
     pp = charts["per_position_acceptance"]
     assert [b["values"] for b in pp["panels"][0]["bars"]] == [
         cells[a]["sonnet@c1"]["per_position"]["marginal"] for a in ("eagle3-k1", "eagle3-k2", "eagle3-k3")]
@@ -215,7 +215,7 @@ def test_a_run_without_levels_or_a_two_arm_run_gets_only_its_charts():
 
 
 def test_figures_module_imports_matplotlib_only_when_drawing():
-    code = "import sys, tui.core.results.figures; print('matplotlib' in sys.modules)"
+    code = "import sys, tui.core.results.report, tui.core.results.figures_draw; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
@@ -227,8 +227,8 @@ def test_figures_module_imports_matplotlib_only_when_drawing():
 def rendered(tmp_path_factory) -> tuple[Path, dict[str, Any], list[dict[str, Any]], str]:
     run = tmp_path_factory.mktemp("run")
     rep = sweep_report()
-    figs = F.render_figures(rep, run)
-    page = F.render_html(rep, figs, run)
+    figs = D.render_figures(rep, run)
+    page = H.render_html(rep, figs, run)
     (run / "report.html").write_text(page, encoding="utf-8")
     return run, rep, figs, page
 
@@ -247,7 +247,7 @@ def test_render_figures_writes_png_and_svg_deterministically(rendered, tmp_path)
         svg = (run / f["svg"]).read_text(encoding="utf-8")
         assert "<text" not in svg and "<metadata" not in svg  # text as paths; no date, no creator
     before = dict(matplotlib.rcParams)
-    again = F.render_figures(rep, tmp_path)
+    again = D.render_figures(rep, tmp_path)
     assert again == figs
     for f in figs:
         for fmt in ("png", "svg"):
@@ -416,4 +416,63 @@ def test_render_html_names_a_missing_chart_file(tmp_path):
     figs = [{"name": "throughput_vs_k", "title": "t", "alt": "a", "caption": "c",
              "png": "figures/throughput_vs_k.png", "svg": "figures/throughput_vs_k.svg"}]
     with pytest.raises(F.ChartError, match=r"figures/throughput_vs_k\.svg .* could not be read.*render_figures"):
-        F.render_html(sweep_report(), figs, tmp_path)
+        H.render_html(sweep_report(), figs, tmp_path)
+
+
+# -- a figures/ that cannot be written ----------------------------------------------------------------------------
+# The report is still written, without charts, and says so; the run exits 1 naming what was not written; never a
+# stale report (or report.html) with exit 0.
+
+DEMO_SMALL = 'extends = "demo"\nname = "demo-small"\n\n[benchmark]\nnum_prompts = 4\n'
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    """A finished simulated two-arm run (about 40 s): its report has charts."""
+    root = tmp_path_factory.mktemp("demo")
+    (root / "demo-small.toml").write_text(DEMO_SMALL)
+    run = root / "run"
+    r = run_cli(root, "--profile", str(root / "demo-small.toml"), "--headless", "--run-dir", str(run), timeout=600)
+    assert r.rc == 0, r.err
+    assert json.loads((run / "report.json").read_text())["figures"]
+    return root, run
+
+
+def _again(root: Path, run: Path, jail: list[str] | None = None):
+    return run_cli(root, "--profile", str(root / "demo-small.toml"), "--headless", "--steps", "results", "--run-dir",
+                   str(run), jail=jail, timeout=300)
+
+
+def _assert_written_without_charts(r, run: Path, fragment: str) -> None:
+    assert r.rc == 1, r.err
+    assert "Traceback" not in r.both and "written without charts" in r.err and fragment in r.err
+    rep = json.loads((run / "report.json").read_text())
+    assert rep["exit_code"] == 1 and rep["figures"] == [] and rep["verdict"]["ok"] is False
+    assert rep["not_written"] == ["figures/*.png", "figures/*.svg"] and fragment in rep["figures_error"]
+    md = (run / "report.md").read_text()
+    assert "**Not written: figures/*.png, figures/*.svg**" in "\n".join(md.splitlines()[:12])
+    assert "](figures/" not in md and "exit code 1" in md
+    page = (run / "report.html").read_text()  # rewritten now, without charts: not the earlier run's
+    assert "<figure" not in page and "Not written" in page and rep["generated"] in page
+    assert (run / "summary.csv").is_file()
+
+
+def test_a_figures_path_that_is_a_file_leaves_the_report_without_charts_and_exit_1(demo_run, tmp_path):
+    root, run = demo_run
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    shutil.rmtree(copy / "figures")
+    (copy / "figures").write_text("a file in the way\n")
+    _assert_written_without_charts(_again(root, copy), copy, "File exists")
+    assert (copy / "figures").read_text() == "a file in the way\n"
+
+
+@pytest.mark.skipif(jail_available() is not None, reason=f"a read-only mount needs it: {jail_available()}")
+def test_a_read_only_figures_dir_leaves_the_report_without_charts_and_exit_1(demo_run, tmp_path):
+    root, run = demo_run
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    before = snapshot(copy / "figures")
+    r = _again(root, copy, jail=["--ro", str(copy / "figures")])
+    _assert_written_without_charts(r, copy, "read-only (EROFS)")
+    assert snapshot(copy / "figures") == before  # the old charts are left as they were, and not linked

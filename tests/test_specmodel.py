@@ -61,9 +61,11 @@ ALPHA = 0.7
 COST = {1: 0.1, 4: 0.45}  # c per level used to generate the sweep
 
 
-def sweep(alpha: float = ALPHA, ks=(1, 2, 3), per_position: bool = True, base_tpot: float | None = 20.0):
+def sweep(alpha: float = ALPHA, ks=(1, 2, 3), per_position: bool = True, base_tpot: float | None = 20.0,
+          cost_power: float = 1.0):
     """Arms and facts of a sweep generated from the model: marginals α^(i+1), AL = E(α, k), spec TPOT from the
-    step cost 1 + k·c, throughput ∝ 1/TPOT (so the measured speedup is the model's)."""
+    step cost 1 + k·c, throughput ∝ 1/TPOT (so the measured speedup is the model's). cost_power ≠ 1 makes the
+    step cost 1 + c·k^p instead, a world the model (linear in k) does not describe."""
     arms = [arm("baseline", "baseline")] + [arm(f"eagle3-k{k}", k=k) for k in ks]
     af = {a["id"]: {"repeats": {}} for a in arms}
     keys = []
@@ -78,7 +80,7 @@ def sweep(alpha: float = ALPHA, ks=(1, 2, 3), per_position: bool = True, base_tp
         for k in ks:
             marg = [100 * alpha ** (i + 1) for i in range(k)]
             al = sum(alpha ** i for i in range(k + 1))
-            speed = al / (1 + k * c)
+            speed = al / (1 + c * k ** cost_power)
             reps = []
             for f in (0.995, 1.0, 1.005):
                 b = bench(bt * speed * f, tpot=(base_tpot or 20.0) / speed, acc=sum(marg) / k,
@@ -99,8 +101,11 @@ def test_the_fit_recovers_the_model_it_was_generated_from():
         assert model["cost"][str(n)]["c"] == pytest.approx(c, abs=2e-3)
     assert len(model["rows"]) == 6
     for r in model["rows"]:
-        assert r["predicted"] == pytest.approx(r["measured"], rel=5e-3)
+        assert r["fitted"] == pytest.approx(r["measured"], rel=5e-3)
+        # the model is right here, so a prediction from the OTHER arms alone recovers the measured speedup too
+        assert r["held_out"] == pytest.approx(r["measured"], rel=5e-3) and abs(r["held_out_error"]) < 5e-3
         assert r["tokens_per_step"] == pytest.approx(r["acceptance_length"], abs=2e-3)
+    assert model["held_out"]["n"] == 6 and model["held_out"]["median_abs_error"] < 5e-3
     # untried: 4 and 5 at both levels (1..max tried + 2), each the formula at the fitted α, c
     assert sorted((u["level"], u["k"]) for u in model["untried"]) == [(1, 4), (1, 5), (4, 4), (4, 5)]
     for u in model["untried"]:
@@ -136,18 +141,52 @@ def test_degenerate_inputs_do_not_break_the_model():
     arms, af, keys = sweep(alpha=1.0)
     model = sm.fit(stats.build_matrix(arms, af, keys), "sonnet", [1, 4])
     assert model["alpha"] == pytest.approx(1.0)
-    assert all(r["predicted"] == pytest.approx(r["measured"], rel=5e-3) for r in model["rows"])
+    assert all(r["fitted"] == pytest.approx(r["measured"], rel=5e-3) for r in model["rows"])
     # no baseline TPOT: no step cost, so no prediction, but α and the rows are still there
     arms, af, keys = sweep(base_tpot=None)
     model = sm.fit(stats.build_matrix(arms, af, keys), "sonnet", [1, 4])
-    assert model["cost"] == {} and all(r["predicted"] is None and r["step_cost"] is None for r in model["rows"])
+    assert model["cost"] == {} and all(r["fitted"] is None and r["step_cost"] is None for r in model["rows"])
+    assert all(r["held_out"] is None for r in model["rows"]) and model["held_out"]["n"] == 0
+    assert "not judged on held-out data" in model["held_out"]["text"]
     assert model["untried"] == []
     # one arm: c is exact from its one step cost
     arms, af, keys = sweep(ks=(2,))
     model = sm.fit(stats.build_matrix(arms, af, keys), "sonnet", [1, 4])
     assert model["cost"]["1"]["c"] == pytest.approx(COST[1], abs=2e-3) and model["cost"]["1"]["arms"] == 1
+    assert model["held_out"]["n"] == 0  # one arm per level: nothing to predict it from
     # no speculative arm, or no acceptance anywhere: no model
     m = stats.build_matrix([arm("baseline", "baseline")], {"baseline": af["baseline"]}, keys)
     assert sm.fit(m, "sonnet", [1, 4]) is None
     # a level nobody measured is skipped, not a crash
     assert sm.fit(stats.build_matrix(*sweep()[:2], keys), "sonnet", [1, 4, 64])["alpha_by_level"]["64"] is None
+
+
+def test_held_out_predictions_are_what_the_other_arms_alone_predict_and_expose_a_wrong_model():
+    """The step cost grows as k^1.6, not linearly: the in-sample fit absorbs that (c is fitted to these very
+    arms), the leave-one-arm-out prediction does not. Each held-out value is recomputed here from the other arms
+    alone, α by scipy's bounded minimizer and c by numpy's least squares, then compared."""
+    arms, af, keys = sweep(cost_power=1.6)
+    m = stats.build_matrix(arms, af, keys)
+    model = sm.fit(m, "sonnet", [1, 4])
+    rows = {(r["arm"], r["level"]): r for r in model["rows"]}
+    base = {n: m["cells"]["baseline"][f"sonnet@c{n}"]["median_tpot_ms"] for n in COST}
+    for (aid, n), r in rows.items():
+        others = [a["id"] for a in arms if a["kind"] != "baseline" and a["id"] != aid]
+        cells = [m["cells"][o][f"sonnet@c{n}"] for o in others]
+        pts = [(i, x / 100) for c in cells for i, x in enumerate(c["per_position"]["marginal"])]
+        alpha = optimize.minimize_scalar(lambda a: sum((x - a ** (i + 1)) ** 2 for i, x in pts), bounds=(0, 1),
+                                         method="bounded", options={"xatol": 1e-12}).x
+        ks = np.array([[a["num_speculative_tokens"]] for a in arms if a["id"] in others], float)
+        cost = np.array([c["median_tpot_ms"] * c["acceptance_length"] / base[n] - 1 for c in cells])
+        c_fit = np.linalg.lstsq(ks, cost, rcond=None)[0][0]
+        k = r["k"]
+        want = (1 - alpha ** (k + 1)) / ((1 - alpha) * (1 + k * c_fit))
+        assert r["held_out"] == pytest.approx(want, rel=1e-4)
+        assert r["held_out_error"] == pytest.approx(want / r["measured"] - 1, abs=2e-4)
+    ho = model["held_out"]
+    errs = sorted(abs(r["held_out_error"]) for r in model["rows"])
+    assert ho["n"] == 6 and ho["median_abs_error"] == pytest.approx((errs[2] + errs[3]) / 2, abs=1e-4)
+    assert ho["max_abs_error"] == pytest.approx(errs[-1], abs=1e-4)
+    fitted_err = max(abs(r["fitted"] / r["measured"] - 1) for r in model["rows"])
+    assert ho["max_abs_error"] > fitted_err  # in-sample looks better than the model is
+    assert ho["max_abs_error"] > 0.02 and "median error" in ho["text"] and "leave one arm out" in ho["method"]

@@ -311,7 +311,8 @@ def test_recommend_clear_winner_names_the_values():
     sp = m["cells"]["eagle3-k1"]["sonnet"]["speedup"]
     # 134 ± t(0.975,2)·1/√3 = [131.52, 136.48]; 134 / 113 = 1.19
     assert r["text"] == f"k = 1: 134.0 tok/s [131.5, 136.5], 1.19x baseline [{sp['ci95'][0]:.2f}, {sp['ci95'][1]:.2f}]"
-    assert "clear of k = 2, k = 3" in r["reason"] and "acceptance 70.0% per token" in r["reason"]
+    assert "proven faster than k = 2, k = 3" in r["reason"] and "acceptance 70.0% per token" in r["reason"]
+    assert r["ahead"] == [] and r["repeats_needed"] is None
     assert f"lower bound {sp['ci95'][0]:.2f} is above 1.0x" in r["reason"]
 
 
@@ -319,19 +320,27 @@ def test_recommend_overlap_prefers_the_smaller_k():
     arms, af = _matrix({"baseline": [112, 113, 114], "eagle3-k1": [130, 134, 138], "eagle3-k2": [132, 136, 140],
                         "eagle3-k3": [100, 101, 102]})
     r = st.build_matrix(arms, af, ["sonnet"])["recommendation"]["sonnet"]
-    # k = 2 has the higher mean (136) but [126.1, 145.9] overlaps k = 1's [124.1, 143.9]
+    # k = 2 has the higher mean (136 vs 134) but its advantage is not proven: the ratio interval holds 1
     assert r["arm"] == "eagle3-k1" and r["overlap"] == ["eagle3-k2"] and r["verdict"] == "pays"
+    bounded, ci = _fieller_scipy([132, 136, 140], [130, 134, 138])
+    assert bounded and ci[0] < 1.0 < ci[1]
+    (ahead,) = r["ahead"]
+    assert ahead["arm"] == "eagle3-k2" and ahead["ci95"] == pytest.approx(ci, abs=2e-6)
+    assert ahead["gain"] == pytest.approx(136 / 134 - 1, abs=1e-4)
+    n = st.repeats_to_settle([132, 136, 140], [130, 134, 138])
+    assert ahead["repeats_needed"] == n == r["repeats_needed"]
     assert r["text"].startswith("k = 1: 134.0 tok/s [124.1, 143.9], 1.19x baseline [")
-    assert r["text"].endswith("; k = 2 (136.0 tok/s [126.1, 145.9]) overlaps: prefer the smaller k")
+    assert r["text"].endswith(f"; k = 2 is 1.5 % faster on average, not proven (1.01x [{ci[0]:.2f}, {ci[1]:.2f}]); "
+                              f"about {n} repeats of each would likely settle it: prefer the smaller k")
     assert "k = 3 does not pay" in r["reason"]
 
 
 def test_recommend_overlap_when_the_winner_has_the_smallest_k():
     arms, af = _matrix({"baseline": [112, 113, 114], "eagle3-k1": [132, 136, 140], "eagle3-k2": [130, 134, 138]})
     r = st.build_matrix(arms, af, ["sonnet"])["recommendation"]["sonnet"]
-    assert r["arm"] == "eagle3-k1" and r["overlap"] == ["eagle3-k2"]
+    assert r["arm"] == "eagle3-k1" and r["overlap"] == ["eagle3-k2"] and r["ahead"] == []
     assert r["text"].startswith("k = 1: 136.0 tok/s [126.1, 145.9], 1.20x baseline [")
-    assert r["text"].endswith("; k = 2 overlaps: prefer the smaller k")
+    assert "prefer" not in r["text"]  # the pick is also the fastest: nothing is left on the table
 
 
 def test_recommend_stop_tuning_below_30_percent():
@@ -387,7 +396,7 @@ def test_recommend_names_drafts_when_they_differ():
           "eagle3-k1-steven": facts({"sonnet": [bench(t, acc=60.0) for t in (119, 120, 121)]})}
     r = st.build_matrix(arms, af, ["sonnet"])["recommendation"]["sonnet"]
     assert r["arm"] == "eagle3-k1-redhat" and r["text"].startswith("k = 1 (RedHatAI): 130.0 tok/s")
-    assert "clear of k = 1 (stevenabreu7)" in r["reason"]
+    assert "proven faster than k = 1 (stevenabreu7)" in r["reason"]
 
 
 # -- matrix -----------------------------------------------------------------------------------------------------
@@ -680,7 +689,7 @@ def test_issue15_case3_one_repeat_is_never_clear_of_another():
     arms, af = _matrix({"baseline": [100, 101, 102], "eagle3-k1": [150, 151, 152], "eagle3-k2": [131],
                         "eagle3-k3": [130, 131, 132]})
     r = st.build_matrix(arms, af, ["sonnet"])["recommendation"]["sonnet"]
-    assert r["arm"] == "eagle3-k1" and "clear of k = 3" in r["reason"] and "clear of k = 2" not in r["reason"]
+    assert r["arm"] == "eagle3-k1" and "proven faster than k = 3" in r["reason"] and "than k = 2" not in r["reason"]
 
 
 def test_issue15_case4_the_30_percent_rule_does_not_fire_on_large_k_with_a_good_first_position():
@@ -755,3 +764,91 @@ def test_build_matrix_coverage_reads_the_recorded_seeds():
             rep["seed"] = 100 + i
     m = st.build_matrix(arms, af, ["sonnet"])
     assert "prompt sampling (a different --seed per repeat: 100, 101, 102)" in m["coverage"]["sonnet"]
+
+
+# -- issue 22: the pick between two paying arms tests their difference ------------------------------------------
+# The bundled tune-demo at acceptance 0.99 without decay, as the issue quotes it (3 repeats each, mean and 95 %
+# interval): the marginal intervals overlap by a hair, yet Welch's test on the difference gives p = 0.015 / 0.025.
+# Three values m − s, m, m + s have mean m and sample sd s; s is recovered from the quoted interval's half-width.
+
+def _three(mean: float, lo: float, hi: float) -> list[float]:
+    s = (hi - lo) / 2 * math.sqrt(3) / sps.t.ppf(0.975, 2)
+    return [mean - s, mean, mean + s]
+
+
+ISSUE22 = {  # workload: (smaller k, its repeats, larger k, its repeats, the quoted Welch p)
+    "sonnet": (1, _three(156.3, 134.8, 177.8), 3, _three(185.9, 176.3, 195.5), 0.015),
+    "chat": (1, _three(160.7, 151.3, 170.1), 2, _three(196.9, 167.7, 226.1), 0.025),
+}
+
+
+@pytest.mark.parametrize("workload", list(ISSUE22))
+def test_issue22_a_proven_advantage_of_the_larger_k_is_taken(workload):
+    k_small, small, k_big, big, p_quoted = ISSUE22[workload]
+    assert st.t_interval(small)["ci95"][1] > st.t_interval(big)["ci95"][0]  # the marginal intervals overlap
+    welch = sps.ttest_ind(big, small, equal_var=False)
+    assert welch.pvalue == pytest.approx(p_quoted, abs=5e-4)  # the issue's numbers, by scipy
+    adv = st.advantage(big, small)
+    bounded, ci = _fieller_scipy(big, small)
+    assert bounded and ci[0] > 1.0 and adv["proven"] is True
+    assert adv["ci95"] == pytest.approx(ci, abs=2e-6) and adv["welch_p"] == pytest.approx(welch.pvalue, rel=1e-6)
+    assert adv["gain"] == pytest.approx(np.mean(big) / np.mean(small) - 1, abs=1e-6)
+    base = [128.0, 130.0, 132.0]
+    arms = [arm("baseline", "baseline"), arm(f"eagle3-k{k_small}", k=k_small), arm(f"eagle3-k{k_big}", k=k_big)]
+    af = {"baseline": facts({workload: [bench(t) for t in base]}),
+          f"eagle3-k{k_small}": facts({workload: [bench(t, acc=99.0, per_pos=[99.0] * k_small, k=k_small)
+                                                  for t in small]}),
+          f"eagle3-k{k_big}": facts({workload: [bench(t, acc=99.0, per_pos=[99.0] * k_big, k=k_big) for t in big]})}
+    m = st.build_matrix(arms, af, [workload])
+    for aid in (f"eagle3-k{k_small}", f"eagle3-k{k_big}"):
+        assert st.pays(m["cells"][aid][workload]["speedup"])  # both pay: the pick is between them
+    r = m["recommendation"][workload]
+    assert r["verdict"] == "pays" and r["arm"] == f"eagle3-k{k_big}" and r["ahead"] == []
+    gain = round(adv["gain"] * 100)
+    assert f"{gain} % faster than k = {k_small} (proven)" in r["text"]
+    assert f"Welch p = {welch.pvalue:.3g}" in r["reason"]
+    assert gain == {"sonnet": 19, "chat": 23}[workload]  # the issue: 19 % and 22 % (its k=2 mean rounds to 22.5 %)
+
+
+def test_advantage_not_proven_names_the_repeats_to_settle_it_and_matches_scipy():
+    big, small = [150.0, 160.0, 170.0], [145.0, 150.0, 155.0]
+    adv = st.advantage(big, small)
+    bounded, ci = _fieller_scipy(big, small)
+    assert bounded and ci[0] < 1.0 and adv["proven"] is False and adv["ci95"] == pytest.approx(ci, abs=2e-6)
+    assert adv["welch_p"] == pytest.approx(sps.ttest_ind(big, small, equal_var=False).pvalue, rel=1e-6)
+    assert adv["repeats_needed"] == st.repeats_to_settle(big, small) and adv["repeats_needed"] > 3
+    one = st.advantage([150.0], small)
+    assert one["ci95"] is None and one["proven"] is False and one["welch_p"] is None
+
+
+def test_welch_difference_matches_scipy_on_random_samples():
+    rng = np.random.default_rng(22)
+    for _ in range(20):
+        x = rng.normal(100, rng.uniform(1, 10), rng.integers(2, 8))
+        y = rng.normal(95, rng.uniform(1, 10), rng.integers(2, 8))
+        w = st.welch_difference(list(x), list(y))
+        ref = sps.ttest_ind(x, y, equal_var=False)
+        ci = ref.confidence_interval(0.95)
+        assert w["p_value"] == pytest.approx(ref.pvalue, rel=1e-6) and w["df"] == pytest.approx(ref.df, rel=1e-9)
+        assert w["ci95"] == pytest.approx([ci.low, ci.high], rel=1e-7)
+    assert st.welch_difference([1.0], [1.0, 2.0]) is None
+
+
+def test_a_paying_arm_proven_slower_than_another_is_never_picked_even_when_a_third_ties_it():
+    # k = 1 is proven slower than k = 2; k = 3 is noisy and not told apart from either: the pick is k = 2 (the
+    # smallest k that no paying arm is proven faster than), never k = 1
+    arms, af = _matrix({"baseline": [100, 101, 102], "eagle3-k1": [130, 131, 132], "eagle3-k2": [140, 141, 142],
+                        "eagle3-k3": [135, 145, 155]})
+    m = st.build_matrix(arms, af, ["sonnet"])
+    assert all(st.pays(m["cells"][a]["sonnet"]["speedup"]) for a in ("eagle3-k1", "eagle3-k2", "eagle3-k3"))
+    r = m["recommendation"]["sonnet"]
+    assert r["arm"] == "eagle3-k2" and r["text"].startswith("k = 2: 141.0 tok/s [138.5, 143.5], 1.40x baseline [1.37, 1.42], 8 % faster than k = 1 (proven); k = 3 is 2.8 % faster")
+    assert r["overlap"] == ["eagle3-k3"] and [a["arm"] for a in r["ahead"]] == ["eagle3-k3"]
+
+
+def test_no_baseline_numbers_is_said_never_read_as_keep_the_baseline():
+    arms, af = _matrix({"baseline": [100, 101, 102], "eagle3-k1": [130, 131, 132]})
+    af["baseline"]["repeats"]["sonnet"] = []
+    r = st.build_matrix(arms, af, ["sonnet"])["recommendation"]["sonnet"]
+    assert r["verdict"] == "no_baseline" and r["arm"] is None
+    assert r["text"].startswith("no baseline numbers on sonnet") and "beats" not in r["text"]

@@ -163,7 +163,7 @@ async def test_matrix_pane_puts_the_recommendation_on_top_at_80x24_and_pages_wor
         await pilot.pause()
         assert mp.selected_arm == "eagle3-k3"
         pos = text_of(app.query_one("#matrix-positions"))
-        assert "EAGLE3 k=3" in pos and "pos2" in pos and "28.4%" in pos and "62.3%" in pos
+        assert "EAGLE3 k=3" in pos and "pos3" in pos and "pos0" not in pos and "28.4%" in pos and "62.3%" in pos
         assert "k'=3 2.43" in pos and "7/8 prompts identical" in pos and "token 37" in pos
         chart = text_of(app.query_one("#matrix-chart"))
         assert "sonnet" in chart and "chat" in chart and "134.5 [131–138]" in chart

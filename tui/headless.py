@@ -246,8 +246,8 @@ class HeadlessRenderer:
 
     def _on_load(self, e: ev.LoadTable) -> None:
         """A load sweep: where each k pays, the best k per level, the schedule, the SLO, drift and the model, as
-        tui.core.results.load.load_lines words them."""
-        from .core.results.load import load_lines
+        tui.core.results.load_text.load_lines words them."""
+        from .core.results.load_text import load_lines
 
         lines = load_lines(e.load, max(self.console.width - 4, 40))
         if lines:

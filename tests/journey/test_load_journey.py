@@ -6,6 +6,7 @@ Nothing asserts a simulated speedup or a duration: which levels pay is whatever 
 
 from __future__ import annotations
 
+import re
 import statistics
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from test_report_html import assert_charts_render, need_chromium
 
 from tui.core.plan.commands import level_prompts
 from tui.core.profile.model import load_profile
+from tui.core.results.figures import chart_data
+from tui.widgets.charts import speedup_series
 
 from .conftest import Session, assert_named_files_exist, load, user_env
 
@@ -161,7 +164,13 @@ def test_the_model_is_fitted_to_the_measurements_and_explains_the_winner(load_ru
         for n in LEVELS:
             r = rows[(arm, n)]
             assert r["measured"] == pytest.approx(cells[arm][f"sonnet@c{n}"]["speedup"]["ratio"])
-            assert r["predicted"] > 0
+            assert r["fitted"] > 0 and r["held_out"] > 0  # three arms a level: each predicted from the other two
+            assert r["held_out_error"] == pytest.approx(r["held_out"] / r["measured"] - 1, abs=1e-3)
+    ho = model["held_out"]
+    errs = sorted(abs(r["held_out_error"]) for r in model["rows"])
+    assert ho["n"] == len(errs) == len(LEVELS) * 3 and ho["max_abs_error"] == pytest.approx(errs[-1], abs=1e-4)
+    md = (run_dir / "report.md").read_text()
+    assert ho["text"] in md and "not a prediction" in md  # the held-out error is shown; in-sample is not called one
     assert model["untried"] and all(u["k"] not in (1, 2, 3) for u in model["untried"])
     assert 0 < model["alpha"] < 1 and "not the paper's" in model["note"]
     assert set(model["why"]) >= {str(n) for n in LEVELS}
@@ -198,3 +207,101 @@ def test_the_app_opens_the_sweep_and_draws_its_charts(session, load_run):
         term.close()
     assert code == 0
     session.assert_nothing_left()
+
+
+# -- one statement per arm: the summary, the check line, the table and both charts' markers agree ----------------
+
+def _verdicts_from_files(run_dir: Path, rep: dict) -> dict[str, list[tuple[int, str]]]:
+    """The test's own per-level verdicts: the speedup interval in report.json (checked against the files above)
+    read by the rule — above 1 pays, below 1 loses, else not proven."""
+    out = {}
+    for arm in ARMS[1:]:
+        seq = []
+        for n in LEVELS:
+            ci = rep["matrix"]["cells"][arm][f"sonnet@c{n}"]["speedup"].get("ci95")
+            seq.append((n, "pays" if ci and ci[0] > 1 else "loses" if ci and ci[1] < 1 else "not_proven"))
+        out[arm] = seq
+    return out
+
+
+WORDS = {"pays": "pays", "not_proven": "not proven", "loses": "loses"}
+CODES = {"pays": "P", "not_proven": "?", "loses": "L"}
+
+
+def _runs_text(seq: list[tuple[int, str]]) -> str:
+    runs: list[list] = []
+    for n, v in seq:
+        if runs and runs[-1][0] == v:
+            runs[-1][2] = n
+        else:
+            runs.append([v, n, n])
+    return ", ".join(f"{WORDS[v]} at {a if a == b else f'{a}–{b}'}" for v, a, b in runs)
+
+
+def _changes(seq: list[tuple[int, str]]) -> list[tuple[int, int, str]]:
+    return [(a, b, "stops_paying" if va == "pays" else "starts_paying")
+            for (a, va), (b, vb) in zip(seq, seq[1:]) if (va == "pays") != (vb == "pays")]
+
+
+def test_summary_check_line_table_and_chart_markers_agree_for_every_arm(load_run):
+    r, run_dir = load_run
+    rep = load(run_dir / "report.json")
+    entry = rep["load"]["workloads"]["sonnet"]
+    md_lines = (run_dir / "report.md").read_text().splitlines()
+    load_rows = {}
+    start = md_lines.index("### sonnet")
+    head = [c.strip() for c in md_lines[start + 2].strip("|").split("|")]
+    for line in md_lines[start + 4: start + 4 + len(LEVELS)]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        load_rows[int(cells[0])] = dict(zip(head, cells))
+    err = r.stderr.splitlines()
+    top = next(i for i, ln in enumerate(err) if "Load: where speculation stops paying" in ln and ln.startswith("╭"))
+    bottom = next(i for i in range(top, len(err)) if err[i].startswith("╰"))
+    panel = [ln.strip("│ ").rstrip() for ln in err[top + 1:bottom]]  # the headless Load panel
+    chart = next(c for c in chart_data(rep) if c["name"] == "speedup_vs_concurrency")
+    app_marks = {s.arm: s.marks for s in speedup_series(rep["load"], "sonnet")}
+    for arm, seq in _verdicts_from_files(run_dir, rep).items():
+        a = entry["arms"][arm]
+        label, text = a["label"], _runs_text(seq)
+        assert a["statement"]["range_text"] == text
+        # the check line (the results step's fact on stderr) and the headless panel
+        assert f"load {label} (sonnet): {text}" in r.stderr, (arm, text)
+        assert f"{label}: {text}" in " ".join(panel), (arm, text)
+        col = [h for h in head if h == label][0]
+        for n, v in seq:
+            assert load_rows[n][col].endswith(WORDS[v]), (arm, n, load_rows[n][col])  # the report.md table
+            row = next(ln for ln in panel if ln.split()[:1] == [str(n)] and "x" in ln)
+            assert row.split()[2 + 2 * ARMS[1:].index(arm)] == CODES[v], (arm, n, row)  # the panel's table
+        # both charts' markers: report.html's matplotlib chart and the app's plotext chart
+        want = _changes(seq)
+        drawn = next(x for x in chart["panels"][0]["arms"] if x["arm"] == arm)["changes"]
+        assert [(c["after"], c["before"], c["kind"]) for c in drawn] == want, arm
+        assert [(k, round(x * x)) for x, k, _t in app_marks[arm]] == [(k, a_ * b) for a_, b, k in want], arm
+        assert a["statement"]["text"] in chart["caption"]
+
+
+def test_the_verdict_table_opens_report_md_and_every_warning_is_named(load_run):
+    r, run_dir = load_run
+    rep = load(run_dir / "report.json")
+    md = (run_dir / "report.md").read_text().splitlines()
+    top = md[:40]
+    assert "## Verdict" in top
+    rows = [ln for ln in top if ln.startswith("| sonnet |")]
+    assert [int(ln.split("|")[2]) for ln in rows] == list(LEVELS)
+    for ln in rows:  # each row names the best arm and its verdict, as the level's recommendation says
+        n = int(ln.split("|")[2])
+        v = rep["matrix"]["recommendation"][f"sonnet@c{n}"]["verdict"]
+        assert ln.split("|")[5].strip().startswith({"pays": "pays", "keep_baseline": "keep the baseline",
+                                                    "not_proven": "not proven"}[v]), ln
+    assert md.index("## Verdict") < md.index("## Charts") < md.index("## Load: where speculation stops paying") \
+        < md.index("## Appendix") < md.index("### Commands")
+    assert len(rep["verdict"]["text"]) < 200  # the headline is a sentence, the table says the rest
+    # "warned" always names what it warned about: the step line, the summary table and report.md
+    for st in rep["steps"]:
+        if st["status"] == "warned":
+            assert re.search(r"warnings?( — |: )\S", st["summary"]), st  # "2 warnings — name: what, ..."
+            assert "warned in" in r.stderr and st["summary"].split(" · ")[0] in r.stderr.replace("\n", " ")
+            assert any(ln.startswith(f"- {st['title']} warned — ") for ln in md), st
+    for ln in r.stderr.splitlines():
+        if "warned in" in ln:
+            assert ln.split(" — ", 1)[1].strip(), ln

@@ -1,8 +1,8 @@
 """A tune run with a concurrency sweep for the chart tests: the matrix built by the real
 tui.core.results.stats.build_matrix from synthetic repeat facts (baseline + EAGLE3 k = 1, 2, 3 on sonnet at 1, 2,
 4 and 8 concurrent requests, three repeats each, with /metrics windows), and report.json's "load" written by hand
-in the contract's shape (the numbers agree with the matrix's: speedup falls with concurrency, k = 2 crosses 1
-between 2 and 4, k = 1 between 4 and 8)."""
+in the contract's shape, each arm's statement made by tui/core/results/statement.py (the numbers agree with the
+matrix's: speedup falls with concurrency, k = 2 crosses 1 between 2 and 4, k = 1 between 4 and 8)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 from tui.core import events as ev
 from tui.core.plan.arms import level_key
+from tui.core.results.statement import statement
 from tui.core.results.stats import build_matrix
 
 LEVELS = (1, 2, 4, 8)
@@ -105,13 +106,8 @@ def load(m: dict[str, Any] | None = None) -> dict[str, Any]:
         entry: dict[str, Any] = {"label": "baseline" if a["kind"] == "baseline" else f"k = {a['num_speculative_tokens']}",
                                  "k": a["num_speculative_tokens"], "levels": levels, "sustains_slo_up_to": None}
         if a["kind"] != "baseline":
-            by = {v: [n for n in LEVELS if levels[str(n)]["verdict"] == v] for v in ("pays", "not_proven", "loses")}
-            pays, loses = by["pays"], by["loses"]
-            parts = [f"{w} at {', '.join(map(str, by[v]))}" for v, w in
-                     (("pays", "pays"), ("not_proven", "not proven"), ("loses", "loses")) if by[v]]
-            entry.update({**by, "range_text": ", ".join(parts),
-                          "crossover": {"last_pays": max(pays) if pays else None,
-                                        "first_loses": min(loses) if loses else None, "text": ", ".join(parts)}})
+            st = statement([(n, levels[str(n)]["verdict"]) for n in LEVELS], entry["label"])
+            entry.update({**st["levels"], "statement": st, "range_text": st["range_text"]})
         arms_out[a["id"]] = entry
     return {
         "levels": list(LEVELS), "slo": None,

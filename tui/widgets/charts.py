@@ -17,8 +17,12 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from tui.core.plan.arms import split_key
-from tui.core.results import stats
+from tui.core.results.drift import rolling_mean
 
+from .chart_series import (  # noqa: F401  (the data functions are importable from here too)
+    SMOOTH_WINDOWS, SpeedupSeries, ThroughputPoint, TimePoint, _arm_list, _n, legend, notes, points_from_windows,
+    position_series, speedup_series, throughput_points, wrap_words,
+)
 from .common import bar, fmt_num, no_color
 
 
@@ -63,7 +67,7 @@ class AcceptanceBars(Widget):
             t.append("(metrics = the server's /metrics counters over the run; bench = vllm bench serve)",
                      style="dim")
         t.append("\nPer-position acceptance", style="bold")
-        for i, p in enumerate(self.positions or []):
+        for i, p in enumerate(self.positions or [], start=1):  # draft positions numbered from 1, as in the report
             t.append(f"\n pos {i:<2} ")
             t.append(bar(p / 100.0, w))
             t.append(f" {p:5.1f}%")
@@ -137,179 +141,6 @@ LIVE_REPAINT_S = 0.25  # the live chart repaints at most four times a second, ho
 LIVE_MAX_POINTS = 3600  # an hour of 1 s windows; older points drop off the left
 
 
-def _n(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else None
-
-
-def _ci(v: Any) -> tuple[float | None, float | None]:
-    if isinstance(v, (list, tuple)) and len(v) == 2:
-        return _n(v[0]), _n(v[1])
-    return None, None
-
-
-def _arm_list(matrix: dict[str, Any]) -> list[dict[str, Any]]:
-    return [a for a in (matrix or {}).get("arms") or [] if isinstance(a, dict) and a.get("id")]
-
-
-def _short_label(arm: dict[str, Any], arms: list[dict[str, Any]]) -> str:
-    return stats.arm_label(arm, arms).replace("k = ", "k=")
-
-
-def _marker(i: int, k: Any) -> str:
-    """A series' marker: its k as a digit (1..9), else a letter; readable without colour."""
-    if isinstance(k, int) and not isinstance(k, bool) and 0 < k < 10:
-        return str(k)
-    return "abcdefghij"[i % 10]
-
-
-# -- the data each chart draws (plain functions: tested without an app) ---------------------------------------
-@dataclass
-class ThroughputPoint:
-    arm: str
-    label: str
-    mean: float
-    lo: float | None
-    hi: float | None
-    recommended: bool = False
-
-
-def throughput_points(matrix: dict[str, Any] | None, key: str | None) -> list[ThroughputPoint]:
-    """One point per arm with a mean output throughput at `key` (a workload or bench key), in the matrix's
-    arm order (baseline first)."""
-    if not matrix or not key:
-        return []
-    arms = _arm_list(matrix)
-    rec = ((matrix.get("recommendation") or {}).get(key) or {})
-    out = []
-    for a in arms:
-        ot = (((matrix.get("cells") or {}).get(a["id"]) or {}).get(key) or {}).get("output_throughput") or {}
-        m = _n(ot.get("mean"))
-        if m is None:
-            continue
-        lo, hi = _ci(ot.get("ci95"))
-        out.append(ThroughputPoint(a["id"], _short_label(a, arms), m, lo, hi,
-                                   rec.get("arm") == a["id"] and not rec.get("stop_tuning")))
-    return out
-
-
-@dataclass
-class SpeedupSeries:
-    arm: str
-    label: str
-    marker: str
-    levels: list[int]
-    ratio: list[float]
-    lo: list[float | None]
-    hi: list[float | None]
-    crossover: float | None = None  # the level (fractional, on the log2 axis) where the ratio crosses 1
-    range_text: str = ""
-
-
-def _crossing(levels: list[int], ratio: list[float], last_pays: Any) -> float | None:
-    """Where the ratio line crosses 1 going down after the last level that pays (interpolated on log2 of the
-    level): the crossover drawn on the chart. None when it never goes from ≥ 1 to < 1 there."""
-    start = last_pays if isinstance(last_pays, int) else None
-    for i in range(len(levels) - 1):
-        a, b = levels[i], levels[i + 1]
-        if start is not None and a < start:
-            continue
-        ra, rb = ratio[i], ratio[i + 1]
-        if ra >= 1.0 > rb:
-            xa, xb = math.log2(a), math.log2(b)
-            return 2 ** (xa + (xb - xa) * (ra - 1.0) / (ra - rb))
-    return None
-
-
-def speedup_series(load: dict[str, Any] | None, workload: str | None) -> list[SpeedupSeries]:
-    """Per speculative arm of `workload` in report.json's "load": the speedup ratio and its 95 % interval at
-    each level that has a ratio, the crossover and the verdict's words (range_text)."""
-    if not load or not workload:
-        return []
-    wl = ((load.get("workloads") or {}).get(workload) or {})
-    out = []
-    for arm_id, arm in (wl.get("arms") or {}).items():
-        if not isinstance(arm, dict):
-            continue
-        rows = []
-        for lv, lev in (arm.get("levels") or {}).items():
-            sp = (lev or {}).get("speedup") if isinstance(lev, dict) else None
-            r = _n((sp or {}).get("ratio"))
-            if not str(lv).isdigit() or r is None:
-                continue
-            lo, hi = _ci(sp.get("ci95"))
-            if sp.get("unbounded"):
-                lo = hi = None
-            rows.append((int(lv), r, lo, hi))
-        if not rows:
-            continue
-        rows.sort()
-        levels, ratio = [r[0] for r in rows], [r[1] for r in rows]
-        cross = _crossing(levels, ratio, (arm.get("crossover") or {}).get("last_pays"))
-        label = str(arm.get("label") or arm_id).replace("k = ", "k=")
-        out.append(SpeedupSeries(arm_id, label, _marker(len(out), arm.get("k")), levels, ratio,
-                                 [r[2] for r in rows], [r[3] for r in rows], cross, str(arm.get("range_text") or "")))
-    return out
-
-
-def position_series(matrix: dict[str, Any] | None, key: str | None) -> list[tuple[str, str, list[float]]]:
-    """(arm label, marker, marginal per-position acceptance in percent) of every speculative arm at `key`."""
-    if not matrix or not key:
-        return []
-    arms = _arm_list(matrix)
-    out = []
-    for a in arms:
-        if a.get("kind") == "baseline":
-            continue
-        c = ((matrix.get("cells") or {}).get(a["id"]) or {}).get(key) or {}
-        marg = [_n(x) for x in ((c.get("per_position") or {}).get("marginal") or [])]
-        if marg and all(x is not None for x in marg):
-            out.append((_short_label(a, arms), _marker(len(out), a.get("num_speculative_tokens")),
-                        [float(x) for x in marg]))  # type: ignore[arg-type]
-    return out
-
-
-@dataclass
-class TimePoint:
-    t: float
-    tokens_per_s: float
-    acceptance: float | None
-
-
-def points_from_windows(timeseries: Any) -> list[TimePoint]:
-    """A bench's /metrics windows (facts["timeseries"]: counter deltas per window) as points: tokens/s over the
-    window and vLLM's acceptance (accepted / draft tokens, percent; None where no draft ran)."""
-    wins = (timeseries or {}).get("windows") if isinstance(timeseries, dict) else timeseries
-    out = []
-    for w in wins or []:
-        if not isinstance(w, dict):
-            continue
-        t0, t1, gen = _n(w.get("t0")), _n(w.get("t1")), _n(w.get("generation_tokens"))
-        if t1 is None:
-            continue
-        span = (t1 - t0) if t0 is not None else None
-        tps = gen / span if gen is not None and span and span > 0 else 0.0
-        d, a = _n(w.get("draft_tokens")), _n(w.get("accepted_tokens"))
-        out.append(TimePoint(t1, tps, 100.0 * a / d if d and a is not None else None))
-    return out
-
-
-def legend(items: list[tuple[str, str]], width: int) -> Text:
-    """Legend items ("1 k=1", "· 95 % band", ...) two spaces apart, wrapped onto as many lines as `width` needs;
-    an empty style draws the item dim."""
-    t = Text(no_wrap=True, overflow="ellipsis")
-    col = 0
-    for text, style in items:
-        if col and col + 2 + len(text) > width:
-            t.append("\n")
-            col = 0
-        elif col:
-            t.append("  ")
-            col += 2
-        t.append(text, style=style or "dim")
-        col += len(text)
-    return t
-
-
 # -- the widgets -----------------------------------------------------------------------------------------------
 class PlotChart(PlotextPlot):
     """A plotext chart with a caption (the legend, in words) under it and a one-line state when it has no
@@ -348,9 +179,12 @@ class PlotChart(PlotextPlot):
         return Text()
 
     def title(self, plt: Any, text: str) -> None:
-        """plotext drops a title wider than the plot: shorten it instead."""
+        """plotext drops a title wider than the plot: shorten it instead, between words."""
         w = max(8, self.size.width - 8)
-        plt.title(text if len(text) <= w else text[: w - 1] + "…")
+        if len(text) > w:
+            cut = text.rfind(" ", 0, w - 1)
+            text = (text[:cut].rstrip(" ·,") if cut > 0 else text[: w - 1]) + "…"
+        plt.title(text)
 
     def empty_text(self) -> Text:
         return Text(f"{self.NAME}: {self.EMPTY}", style="dim", no_wrap=True, overflow="ellipsis")
@@ -418,7 +252,8 @@ class ThroughputVsK(PlotChart):
 
 class SpeedupVsConcurrency(PlotChart):
     """Per speculative arm: speedup over the baseline vs concurrency (log2 axis) with the 95 % band (its lower
-    and upper lines, ·), the line y = 1 (no gain), and the crossover (X) where the ratio falls below 1."""
+    and upper lines, ·), the line y = 1 (no gain), and on it where each arm stops paying (X) or pays again (+),
+    between the two levels around the change: the arm's statement's changes, as the report's chart marks them."""
 
     NAME = "Speedup vs concurrency"
     EMPTY = "no data yet (a tune run with [tune] concurrency draws it)"
@@ -443,10 +278,10 @@ class SpeedupVsConcurrency(PlotChart):
         plt.hline(1.0)
         for i, s in enumerate(self.series):
             plt.plot([math.log2(lv) for lv in s.levels], s.ratio, marker=s.marker, color=self.color(i, mono))
-        cross = [(math.log2(s.crossover), 1.0) for s in self.series if s.crossover is not None]
-        if cross:
-            plt.scatter([c[0] for c in cross], [c[1] for c in cross], marker="X",
-                        color=None if mono else "red")
+        for kind, mark in (("stops_paying", "X"), ("starts_paying", "+")):
+            xs = [math.log2(x) for s in self.series for x, k, _t in s.marks if k == kind]
+            if xs:
+                plt.scatter(xs, [1.0] * len(xs), marker=mark, color=None if mono else "red")
         xs = [math.log2(lv) for lv in levels]
         plt.xticks(xs, [str(lv) for lv in levels])
         if len(xs) > 1:
@@ -456,13 +291,10 @@ class SpeedupVsConcurrency(PlotChart):
 
     def caption(self, mono: bool, width: int) -> Text:
         items = [(f"{s.marker} {s.label}", "bold") for s in self.series]
-        items += [("· 95 % band", ""), ("─ 1.0 = no gain", ""), ("X crossover", "")]
-        t = legend(items, width)
-        for s in self.series:
-            if s.range_text:
-                t.append("\n")
-                t.append(f"{s.label}: {s.range_text}"[:max(1, width)], style="dim")
-        return t
+        items += [("· 95 % band", ""), ("─ 1.0 = no gain", ""), ("X stops paying", "")]
+        if any(k == "starts_paying" for s in self.series for _x, k, _t in s.marks):
+            items.append(("+ pays again", ""))
+        return notes(legend(items, width), [f"{s.label}: {s.range_text}" for s in self.series if s.range_text], width)
 
 
 class PerPositionBars(PlotChart):
@@ -481,7 +313,7 @@ class PerPositionBars(PlotChart):
 
     def draw(self, plt: Any, mono: bool) -> None:
         n = max(len(v) for _l, _m, v in self.series)
-        labels = [f"pos {i}" for i in range(n)]
+        labels = [f"pos {i}" for i in range(1, n + 1)]  # numbered from 1, as in the report
         ys = [v + [0.0] * (n - len(v)) for _l, _m, v in self.series]
         kwargs: dict[str, Any] = {"marker": [m for _l, m, _v in self.series]}
         if not mono:
@@ -496,7 +328,9 @@ class PerPositionBars(PlotChart):
 
 
 class AcceptanceOverTime(PlotChart):
-    """Acceptance (%, left axis, *) and output tokens/s (right axis, +) per /metrics window of one bench. Live:
+    """Acceptance (%, left axis: · per window, * its rolling mean over SMOOTH_WINDOWS windows) and output tokens/s
+    (right axis, +, the same rolling mean) per /metrics window of one bench; partial windows (the bench started or
+    ended inside them) are left out of the lines and counted in the legend. Live:
     `add_samples` appends BenchSample events and repaints at most every LIVE_REPAINT_S (samples arriving faster
     are coalesced, toolong-style); a saved run: `set_points`."""
 
@@ -551,13 +385,16 @@ class AcceptanceOverTime(PlotChart):
         return bool(self.points)
 
     def draw(self, plt: Any, mono: bool) -> None:
-        ts = [p.t for p in self.points]
-        acc = [(p.t, p.acceptance) for p in self.points if p.acceptance is not None]
+        pts = [p for p in self.points if not p.partial]  # a partial window is left out of the lines
+        acc = [(p.t, p.acceptance) for p in pts if p.acceptance is not None]
         if acc:
-            plt.plot([a[0] for a in acc], [a[1] for a in acc], marker="*", color=self.color(0, mono))
+            plt.scatter([a[0] for a in acc], [a[1] for a in acc], marker="·", color=self.color(0, mono))
+            plt.plot([a[0] for a in acc], rolling_mean([a[1] for a in acc], SMOOTH_WINDOWS), marker="*",
+                     color=self.color(0, mono))
             plt.ylim(0, 100)
-        plt.plot(ts, [p.tokens_per_s for p in self.points], marker="+", color=self.color(1, mono),
-                 yside="right" if acc else "left")
+        if pts:
+            plt.plot([p.t for p in pts], rolling_mean([p.tokens_per_s for p in pts], SMOOTH_WINDOWS), marker="+",
+                     color=self.color(1, mono), yside="right" if acc else "left")
         if not self.compact:
             plt.xlabel("seconds into the bench")
         self.title(plt, f"{self.label} · acceptance, tok/s over time".lstrip(" ·"))
@@ -568,23 +405,26 @@ class AcceptanceOverTime(PlotChart):
         return self.size.height < 14
 
     def caption(self, mono: bool, width: int) -> Text:
-        last = self.points[-1] if self.points else None
+        full = [p for p in self.points if not p.partial]
+        last = full[-1] if full else None
         spec = any(p.acceptance is not None for p in self.points)
+        n = SMOOTH_WINDOWS
         if self.compact:
-            items = [("* acc. %", "bold"), ("+ tok/s", "bold")] if spec else [("+ tok/s", "bold"), ("no drafts", "")]
+            items = ([(f"* acc. % (mean of {n})", "bold"), ("+ tok/s", "bold")] if spec else
+                     [("+ tok/s", "bold"), ("no drafts", "")])
         elif spec:
-            items = [("* acceptance % (left)", "bold"), ("+ tok/s (right)", "bold")]
+            items = [(f"* acceptance %, mean of {n} windows (left)", "bold"), ("· per window", ""),
+                     (f"+ tok/s, mean of {n} (right)", "bold")]
         else:
-            items = [("+ tok/s", "bold"), ("no drafts: acceptance n/a", "")]
+            items = [(f"+ tok/s, mean of {n} windows", "bold"), ("no drafts: acceptance n/a", "")]
         if last is not None:
-            items.append(((f"t={last.t:.0f}s " if self.compact else f"{len(self.points)} windows, ")
+            items.append(((f"t={last.t:.0f}s " if self.compact else f"{len(full)} windows, ")
                           + f"last {last.tokens_per_s:.0f} tok/s"
                           + (f", {last.acceptance:.1f} %" if last.acceptance is not None else ""), ""))
-        t = legend(items, width)
-        if self.note:
-            t.append("\n")
-            t.append(self.note[:max(1, width)], style="dim")
-        return t
+        partial = len(self.points) - len(full)
+        if partial and not self.compact:
+            items.append((f"{partial} partial window{'s' if partial > 1 else ''} (bench start/end) left out", ""))
+        return notes(legend(items, width), [self.note] if self.note else [], width)
 
 
 # -- the charts view of a tune run's results ---------------------------------------------------------------------

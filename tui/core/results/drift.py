@@ -12,7 +12,7 @@ import math
 import statistics
 from typing import Any, Iterable, Sequence
 
-from tui.core.results.intervals import t_cdf, t_quantile, welch_df
+from tui.core.results.intervals import welch_difference
 
 MIN_WINDOWS = 3  # per third, pooled over repeats: fewer and there is no drift test
 
@@ -43,6 +43,44 @@ def window_acceptance(w: dict[str, Any]) -> float | None:
     return a / d * 100.0
 
 
+PARTIAL_SHARE = 0.5  # a window shorter than this share of the sampling interval holds too little to stand alone
+WINDOW_KINDS = ("full", "partial", "idle")
+
+
+def classify(windows: Any, interval_s: Any = None) -> list[tuple[dict[str, Any], str]]:
+    """One repeat's windows in time order, each with its kind:
+
+    - "idle": before the bench's first generated token or after its last (the bench was not running yet, or
+      any more: a zero there is not a measurement of the server under load);
+    - "partial": the first and the last window with tokens (the bench started or ended inside them, so they
+      hold less than a window's work), and any window shorter than PARTIAL_SHARE of the sampling interval
+      (`interval_s`, the timeseries' own; else the median window length);
+    - "full": every other window, the ones a chart line, a smoothed line and the drift test use.
+    Windows without a positive length are left out."""
+    if isinstance(windows, dict) and interval_s is None:
+        interval_s = windows.get("interval_s")
+    wins = []
+    for w in sorted(_windows(windows), key=_t0):
+        t0, t1 = _num(w.get("t0")), _num(w.get("t1"))
+        if t0 is not None and t1 is not None and t1 > t0:
+            wins.append(w)
+    if not wins:
+        return []
+    spans = sorted(_num(w["t1"]) - _num(w["t0"]) for w in wins)  # type: ignore[operator]
+    step = _num(interval_s) or spans[len(spans) // 2]
+    active = [i for i, w in enumerate(wins) if (_num(w.get("generation_tokens")) or 0.0) > 0]
+    out = []
+    for i, w in enumerate(wins):
+        if not active or i < active[0] or i > active[-1]:
+            kind = "idle"
+        elif i in (active[0], active[-1]) or (_num(w["t1"]) - _num(w["t0"])) < PARTIAL_SHARE * step:  # type: ignore[operator]
+            kind = "partial"
+        else:
+            kind = "full"
+        out.append((w, kind))
+    return out
+
+
 def series(windows: Any) -> list[tuple[float, float, float | None]]:
     """One repeat's windows as chart points, ordered by time: (t, tokens_per_s, acceptance_pct | None), t the
     end of the window (t1, seconds since the bench began), tokens_per_s its generation_tokens over its length,
@@ -58,25 +96,32 @@ def series(windows: Any) -> list[tuple[float, float, float | None]]:
     return out
 
 
+def rolling_mean(values: Sequence[float | None], n: int = 3) -> list[float | None]:
+    """The centred rolling mean over n values (n odd; the ends use the values there are); None stays None and
+    is left out of its neighbours' means."""
+    half = max(n, 1) // 2
+    out: list[float | None] = []
+    for i, v in enumerate(values):
+        if v is None:
+            out.append(None)
+            continue
+        near = [x for x in values[max(0, i - half): i + half + 1] if x is not None]
+        out.append(statistics.fmean(near))
+    return out
+
+
 def welch(first: Sequence[float], last: Sequence[float], conf: float = 0.95) -> dict[str, Any]:
-    """Welch's two-sample t on mean(last) − mean(first): {diff, ci95, p_value, t, df}. Both samples need ≥ 2
-    values. No spread in either: the difference is exact (ci95 [diff, diff], p 0 when it is non-zero, else 1)."""
-    n1, n2 = len(first), len(last)
-    m1, m2 = statistics.fmean(first), statistics.fmean(last)
-    v1, v2 = statistics.variance(first) / n1, statistics.variance(last) / n2
-    diff = m2 - m1
-    df = welch_df([v1, v2], [n1, n2])
-    if df is None:
-        return {"diff": diff, "ci95": [diff, diff], "p_value": 0.0 if diff != 0 else 1.0, "t": None, "df": None}
-    se = math.sqrt(v1 + v2)
-    t = diff / se
-    half = t_quantile((1.0 + conf) / 2.0, df) * se
-    return {"diff": diff, "ci95": [diff - half, diff + half], "p_value": min(1.0, 2.0 * t_cdf(-abs(t), df)),
-            "t": t, "df": df}
+    """Welch's two-sample t on mean(last) − mean(first): {diff, ci95, p_value, t, df} (intervals.welch_difference).
+    Both samples need ≥ 2 values. No spread in either: the difference is exact (ci95 [diff, diff], p 0 when it
+    is non-zero, else 1)."""
+    out = welch_difference(last, first, conf)
+    if out is None:
+        raise ValueError(f"Welch's t needs two values in each sample, got {len(first)} and {len(last)}")
+    return out
 
 
 def _thirds(windows: Any) -> tuple[list[float], list[float]]:
-    rates = [r for r in (window_acceptance(w) for w in sorted(_windows(windows), key=_t0)) if r is not None]
+    rates = [r for r in (window_acceptance(w) for w, kind in classify(windows) if kind == "full") if r is not None]
     third = len(rates) // 3
     if third == 0:
         return [], []
@@ -86,7 +131,8 @@ def _thirds(windows: Any) -> tuple[list[float], list[float]]:
 def drift(windows_per_repeat: Iterable[Any] | None) -> dict[str, Any] | None:
     """Acceptance drift over a bench, pooled over its repeats (the contract's DRIFT).
 
-    Per repeat the windows are ordered by time and only those with draft tokens are kept; the first third and
+    Per repeat the windows are ordered by time and only the full ones (classify: not idle, not partial) with
+    draft tokens are kept; the first third and
     the last third of them (⌊n/3⌋ each) give one acceptance rate per window (percent). The first thirds of all
     repeats are pooled against the last thirds, and Welch's t gives the difference last − first with its 95 %
     interval and two-sided p-value; drift is True when the interval excludes 0. Each repeat contributes its

@@ -148,6 +148,25 @@ def welch_df(var_means: Sequence[float], ns: Sequence[int]) -> float | None:
     return sum(var_means) ** 2 / den
 
 
+def welch_difference(x_values: Iterable[Any], y_values: Iterable[Any], conf: float = 0.95) -> dict[str, Any] | None:
+    """Welch's two-sample t on mean(x) − mean(y): {diff, ci95, p_value, t, df} (p two-sided). None unless both
+    samples have ≥ 2 values. No spread in either: the difference is exact (ci95 [diff, diff], p 0 when it is
+    non-zero, else 1; t and df None)."""
+    xs, ys = _numbers(x_values), _numbers(y_values)
+    if len(xs) < 2 or len(ys) < 2:
+        return None
+    (mx, vx), (my, vy) = _mean_var(xs), _mean_var(ys)
+    diff = mx - my
+    df = welch_df([vx, vy], [len(xs), len(ys)])
+    if df is None:
+        return {"diff": diff, "ci95": [diff, diff], "p_value": 0.0 if diff != 0 else 1.0, "t": None, "df": None}
+    se = math.sqrt(vx + vy)
+    t = diff / se
+    half = t_quantile((1.0 + conf) / 2.0, df) * se
+    return {"diff": diff, "ci95": [diff - half, diff + half], "p_value": min(1.0, 2.0 * t_cdf(-abs(t), df)),
+            "t": t, "df": df}
+
+
 def ratio_interval(num_values: Iterable[Any], den_values: Iterable[Any], conf: float = 0.95) -> dict[str, Any]:
     """Interval on mean(num) / mean(den) for two independent samples (e.g. arm vs baseline throughput).
 

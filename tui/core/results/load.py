@@ -9,39 +9,43 @@ the /metrics time series, which the cells do not carry).
 Rules (each checked against scipy or vLLM's own code in tests/test_load.py):
 - a level's verdict for an arm: "pays" when its speedup interval's lower bound is above 1 (stats.pays),
   "loses" when its upper bound is below 1, otherwise "not_proven" (no interval, unbounded, or it straddles 1);
-- the crossover of an arm: the last level of the run of paying levels from the lowest one, the first level
-  that loses;
+  "no_baseline" where the arm has numbers but the baseline has none (no speedup), "not_measured" where the arm
+  has none (not run, failed, or its per-level facts are missing from state.json);
+- what an arm does over the sweep: tui/core/results/statement.py, one statement from those verdicts (where it
+  pays, is not proven, loses, has no baseline numbers, was not measured; the changes between levels that the
+  charts mark), for any pattern, non-monotone ones included — every text and chart takes it from there;
 - the best k per level: the level's Step 3 recommendation (stats.recommend);
 - vLLM's `num_speculative_tokens_per_batch_size`: measured level n_i covers the batch sizes (n_{i-1}, n_i]
   (the first [1, n_1]) with the best k where the level's recommendation pays, else 0 (no speculation: it was
-  not shown to pay there); adjacent ranges with the same k merge. The result is what vLLM 0.32's
+  not shown to pay there); adjacent ranges with the same k merge. Which batch sizes were measured and which
+  are inferred, and by which rule, is said alongside (tui/core/results/schedule.py basis); The result is what vLLM 0.32's
   validate_and_normalize_dynamic_sd_schedule accepts: inclusive [start, end, k] ranges, the first starting at
   1, sorted, non-overlapping, k ≥ 0; vLLM caps each k at num_speculative_tokens and carries the last range's k
   past its end;
 - goodput: the mean and t interval over repeats of the bench's request goodput; a level meets the SLO when mean
   goodput ≥ attainment × mean request throughput (by default at least 90 % of the requests meet every SLO);
-  an arm sustains the SLO up to the highest level n such that every measured level ≤ n meets it.
+  an arm sustains the SLO up to the highest level n such that every level ≤ n meets it; a level with no
+  numbers is "not measured" there (slo_status), never read as a miss.
 
 Pure functions, no I/O. Units: acceptance in PERCENT (0-100), throughput in tokens/s, goodput in requests/s.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import statistics
-import textwrap
 from typing import Any, Sequence
 
 from tui.core.plan.arms import level_key
 from tui.core.results.drift import drift as acceptance_drift
 from tui.core.results.intervals import _numbers, t_interval
+from tui.core.results.schedule import basis as schedule_basis
 from tui.core.results.specmodel import draft_group as _group, fit as fit_model
 from tui.core.results.contamination import usable_repeats
+from tui.core.results.statement import JUDGED, KINDS, WORDS, span as _span, statement
 from tui.core.results.stats import LATENCY_KEYS, arm_k, arm_label, pays
 
-VERDICTS = ("pays", "not_proven", "loses")
-VERDICT_WORDS = {"pays": "pays", "not_proven": "not proven", "loses": "loses"}
+VERDICTS = JUDGED  # the judgements; KINDS adds "no_baseline" and "not_measured"
+VERDICT_WORDS = WORDS
 SLO_KEYS = ("ttft_ms", "tpot_ms")
 
 
@@ -86,63 +90,31 @@ def _reqs(n: int) -> str:
     return f"{n} concurrent request" + ("" if n == 1 else "s")
 
 
-def _span(a: int, b: int) -> str:
-    return str(a) if a == b else f"{a}–{b}"
-
-
-def range_text(by_level: Sequence[tuple[int, str]]) -> str:
-    """ "pays at 1–2, not proven at 4, loses at 8–32": the levels in order, runs of one verdict joined."""
-    runs: list[list[Any]] = []
-    for n, v in by_level:
-        if runs and runs[-1][0] == v:
-            runs[-1][2] = n
-        else:
-            runs.append([v, n, n])
-    return ", ".join(f"{VERDICT_WORDS[v]} at {_span(a, b)}" for v, a, b in runs)
-
-
-def crossover(by_level: Sequence[tuple[int, str]], label: str) -> dict[str, Any]:
-    """{last_pays, first_loses, text}: the last level of the run of paying levels from the lowest measured
-    level (None when the lowest does not pay), and the first level that loses (None when none does)."""
-    last_pays = None
-    for n, v in by_level:
-        if v != "pays":
-            break
-        last_pays = n
-    first_loses = next((n for n, v in by_level if v == "loses"), None)
-    top = by_level[-1][0] if by_level else None
-    if last_pays is not None and first_loses is not None:
-        gap = [n for n, _ in by_level if last_pays < n < first_loses]
-        text = f"{label} pays up to {_reqs(last_pays)} and loses from {first_loses}"
-        if gap:
-            text += f" (not proven at {', '.join(str(n) for n in gap)})"
-    elif last_pays is not None:
-        text = (f"{label} pays at every measured level (up to {_reqs(last_pays)})" if last_pays == top else
-                f"{label} pays up to {_reqs(last_pays)} and is not shown to lose up to {top}")
-    elif first_loses is not None:
-        text = f"{label} does not pay at {_reqs(by_level[0][0])} and loses from {first_loses}"
-    elif by_level:
-        text = f"{label} is neither shown to pay nor to lose at any measured level (1 is inside every interval)"
-    else:
-        text = f"{label} was not measured at any level"
-    return {"last_pays": last_pays, "first_loses": first_loses, "text": text}
-
-
 def _mean(vals: list[float]) -> float | None:
     return statistics.fmean(vals) if vals else None
 
 
 def _level(key: str, c: dict[str, Any], reps: list[dict[str, Any]], speculative: bool,
-           slo: dict[str, Any] | None, attainment: float) -> dict[str, Any]:
+           slo: dict[str, Any] | None, attainment: float, base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One arm at one level. base: the baseline's cell at the same key (a speculative level without a speedup
+    says "no_baseline" when the baseline has no numbers there)."""
     tp = c.get("output_throughput") or {}
     sp = c.get("speedup") if speculative else None
-    measured = bool(c.get("repeats"))
+    measured = bool(c.get("repeats")) and tp.get("mean") is not None
+    if not speculative:
+        verdict = None
+    elif not measured:
+        verdict = "not_measured"
+    elif (not sp or sp.get("ratio") is None) and ((base or {}).get("output_throughput") or {}).get("mean") is None:
+        verdict = "no_baseline"
+    else:
+        verdict = level_verdict(sp)
     out: dict[str, Any] = {
-        "key": key, "repeats": c.get("repeats") or 0,
+        "key": key, "repeats": c.get("repeats") or 0, "measured": measured,
         "throughput": {"mean": tp.get("mean"), "ci95": tp.get("ci95")},
         "speedup": ({"ratio": sp.get("ratio"), "ci95": sp.get("ci95"), "unbounded": bool(sp.get("unbounded"))}
                     if sp else None),
-        "verdict": level_verdict(sp) if speculative and measured else None,
+        "verdict": verdict,
     }
     for k in LATENCY_KEYS:
         out[k] = c.get(k)
@@ -157,6 +129,8 @@ def _level(key: str, c: dict[str, Any], reps: list[dict[str, Any]], speculative:
         out["goodput"] = None
     rt = _mean(_numbers(r.get("request_throughput") for r in reps))
     out["meets_slo"] = (bool(_mean(gp) >= attainment * rt) if slo and gp and rt is not None else None)
+    out["slo_status"] = (None if not slo else "not_measured" if not measured else
+                         "no_goodput" if out["meets_slo"] is None else "meets" if out["meets_slo"] else "misses")
     return out
 
 
@@ -169,6 +143,16 @@ def sustains_up_to(levels: Sequence[int], meets: dict[int, bool | None]) -> int 
             break
         top = n
     return top
+
+
+def slo_stop(levels: Sequence[int], status: dict[int, str | None]) -> dict[str, Any] | None:
+    """Where an arm's run of levels that meet the SLO ends and why: {"level", "status"} with status "misses",
+    "not_measured" (no numbers there) or "no_goodput" (numbers, but the bench recorded no goodput); None when
+    every level meets it."""
+    for n in levels:
+        if status.get(n) != "meets":
+            return {"level": n, "status": status.get(n) or "not_measured"}
+    return None
 
 
 def build_schedule(levels: Sequence[int], ks: Sequence[int]) -> list[list[int]]:
@@ -261,6 +245,9 @@ def _best(rec: dict[str, Any] | None, arms_by_id: dict[str, dict[str, Any]], arm
     out = {"arm": arm, "k": k, "verdict": v, "candidate": cand, "text": rec.get("text") or ""}
     if v == "not_proven" and cand in arms_by_id:
         out["candidate_label"] = arm_label(arms_by_id[cand], arms)
+    if v == "pays" and rec.get("ahead"):
+        out["ahead"] = [dict(a, label=arm_label(arms_by_id[a["arm"]], arms)) for a in rec["ahead"]
+                        if a.get("arm") in arms_by_id]
     return out
 
 
@@ -303,13 +290,22 @@ def _slo_text(arms_out: dict[str, dict[str, Any]], arms: list[dict[str, Any]], s
     parts = []
     for i, aid in enumerate(order):
         n = arms_out[aid]["sustains_slo_up_to"]
+        stop = arms_out[aid].get("slo_stop")
+        why = ""
+        if stop and stop["status"] == "not_measured":
+            why = f" (not measured at {stop['level']})"
+        elif stop and stop["status"] == "no_goodput":
+            why = f" (no goodput recorded at {stop['level']})"
         if n is None:
-            where = f"not at {_reqs(levels[0])}"
+            where = (f"not measured at {_reqs(levels[0])}" if stop and stop["status"] == "not_measured" else
+                     f"no goodput recorded at {_reqs(levels[0])}" if stop and stop["status"] == "no_goodput" else
+                     f"not at {_reqs(levels[0])}")
+            why = ""
         elif n == levels[-1]:
             where = f"at every measured level (up to {_reqs(n)})"
         else:
             where = f"up to {_reqs(n)}" if i == 0 else f"up to {n}"
-        parts.append(f"{titles[aid]} holds the SLO {where}" if i == 0 else f"{titles[aid]} {where}")
+        parts.append(f"{titles[aid]} holds the SLO {where}{why}" if i == 0 else f"{titles[aid]} {where}{why}")
     return ", ".join(parts)
 
 
@@ -338,6 +334,7 @@ def analyze(matrix: dict[str, Any], arm_facts: dict[str, dict[str, Any] | None],
     levels = list(levels)
     arms = matrix["arms"]
     arms_by_id = {a["id"]: a for a in arms if a.get("kind") != "baseline"}
+    base_id = next((a["id"] for a in arms if a.get("kind") == "baseline"), None)
     all_keys = [level_key(wl, n) for wl in workloads for n in levels]
     out: dict[str, Any] = {"levels": levels, "slo": dict(slo) if slo else None, "attainment": attainment,
                            "workloads": {}, "schedule_verification": None, "schedule_profile": None,
@@ -353,26 +350,34 @@ def analyze(matrix: dict[str, Any], arm_facts: dict[str, dict[str, Any] | None],
             lv: dict[str, Any] = {}
             for n, key in keys.items():
                 reps = usable_repeats(reps_by_key.get(key))
-                lv[str(n)] = _level(key, ((matrix["cells"].get(aid) or {}).get(key) or {}), reps, spec, slo, attainment)
+                base_cell = (matrix["cells"].get(base_id) or {}).get(key) if base_id else None
+                lv[str(n)] = _level(key, ((matrix["cells"].get(aid) or {}).get(key) or {}), reps, spec, slo,
+                                    attainment, base_cell)
                 if spec:
-                    d = acceptance_drift([(r.get("timeseries") or {}).get("windows") for r in reps])
+                    d = acceptance_drift([r.get("timeseries") for r in reps])
                     if d is not None:
                         drift_out.setdefault(aid, {})[str(n)] = d
             entry: dict[str, Any] = {"label": arm_label(a, arms), "title": a.get("title"), "k": arm_k(a), "levels": lv}
             if spec:
-                by_level = [(n, lv[str(n)]["verdict"]) for n in levels if lv[str(n)]["verdict"] is not None]
-                for v in VERDICTS:
-                    entry[v] = [n for n, x in by_level if x == v]
-                entry["range_text"] = range_text(by_level) if by_level else "not measured"
-                entry["crossover"] = crossover(by_level, entry["label"])
-            entry["sustains_slo_up_to"] = (sustains_up_to(levels, {n: lv[str(n)]["meets_slo"] for n in levels})
-                                           if slo else None)
+                st = statement([(n, lv[str(n)]["verdict"]) for n in levels], entry["label"])
+                entry["statement"] = st
+                for v in KINDS:
+                    entry[v] = st["levels"][v]
+                entry["range_text"] = st["range_text"]
+                entry["crossover"] = {"last_pays": st["last_pays"], "first_loses": st["first_loses"],
+                                      "text": st["text"]}
+            if slo:
+                entry["sustains_slo_up_to"] = sustains_up_to(levels, {n: lv[str(n)]["meets_slo"] for n in levels})
+                entry["slo_stop"] = slo_stop(levels, {n: lv[str(n)]["slo_status"] for n in levels})
+            else:
+                entry["sustains_slo_up_to"] = None
             arms_out[aid] = entry
         recs = matrix.get("recommendation") or {}
         best = {str(n): _best(recs.get(key), arms_by_id, arms) for n, key in keys.items()}
         ks, head = _schedule_ks(levels, best, arms_out, arms_by_id)
         sched = build_schedule(levels, ks)
         w: dict[str, Any] = {"arms": arms_out, "best": best, "schedule": sched, "schedule_text": schedule_text(sched),
+                             "schedule_basis": schedule_basis(levels, ks, best, sched),
                              "max_k": max(ks) if ks else 0,
                              "slo_text": _slo_text(arms_out, arms, slo, levels),
                              "model": fit_model(matrix, wl, levels, best), "drift": drift_out}
@@ -380,193 +385,3 @@ def analyze(matrix: dict[str, Any], arm_facts: dict[str, dict[str, Any] | None],
             w["schedule_draft"] = {"method": head[0], "draft": head[1]}
         out["workloads"][wl] = w
     return out
-
-
-# -- report.md and the headless text -----------------------------------------------------------------------------
-
-MARKS = {"pays": "pays", "not_proven": "not proven", "loses": "loses", None: ""}
-SHORT = {"pays": "P", "not_proven": "?", "loses": "L", None: " "}
-
-
-def _n(v: Any, nd: int = 2, suffix: str = "") -> str:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        return "n/a"
-    return f"{v:.{nd}f}{suffix}"
-
-
-def _ci(ci: Any, nd: int = 2) -> str:
-    return f"[{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]" if ci else ""
-
-
-def _speedup_md(lv: dict[str, Any]) -> str:
-    if not lv or not lv.get("repeats"):
-        return "—"
-    sp = lv.get("speedup")
-    if not sp or sp.get("ratio") is None:
-        return f"no speedup ({MARKS[lv.get('verdict')]})"
-    if sp.get("ci95"):
-        iv = _ci(sp["ci95"])
-    elif sp.get("unbounded"):
-        iv = "(unbounded)"
-    else:
-        iv = "(no interval)"
-    return f"{sp['ratio']:.2f}x {iv} {MARKS[lv.get('verdict')]}".strip()
-
-
-def _best_md(b: dict[str, Any], arms: dict[str, Any]) -> str:
-    v = b.get("verdict")
-    if v == "pays":
-        return f"{arms.get(b['arm'], {}).get('label', b['arm'])} (pays)"
-    if v == "keep_baseline":
-        return "baseline (no k beats it)"
-    if v == "not_proven":
-        return f"not proven (candidate {b.get('candidate_label') or b.get('candidate')})"
-    if v == "stop_tuning":
-        return "stop tuning: validate draft and target first"
-    return "—"
-
-
-def load_markdown(load: dict[str, Any] | None) -> str:
-    """The report.md section "## Load: where speculation stops paying" ("" without a load analysis)."""
-    if not load:
-        return ""
-    levels = load.get("levels") or []
-    out = ["## Load: where speculation stops paying", ""]
-    out.append(f"Concurrency levels: {', '.join(str(n) for n in levels)}. A level pays when the speedup's 95 % "
-               "interval lies above 1.0x, loses when it lies below, and is not proven otherwise. "
-               f"{load.get('coverage') or ''}".rstrip())
-    out.append("")
-    for wl, w in (load.get("workloads") or {}).items():
-        arms = w.get("arms") or {}
-        spec = [aid for aid, a in arms.items() if a.get("k") is not None]
-        base = next((aid for aid, a in arms.items() if a.get("k") is None), None)
-        out += [f"### {wl}", ""]
-        head = ["concurrency"] + ([f"{arms[base]['label']} tok/s"] if base else []) + [arms[a]["label"] for a in spec] + ["best"]
-        out.append("| " + " | ".join(head) + " |")
-        out.append("|" + "---|" * len(head))
-        for n in levels:
-            row = [str(n)]
-            if base:
-                t = arms[base]["levels"][str(n)]["throughput"]
-                row.append(f"{_n(t.get('mean'), 1)} {_ci(t.get('ci95'), 1)}".strip() if t.get("mean") is not None else "—")
-            row += [_speedup_md(arms[a]["levels"][str(n)]) for a in spec]
-            row.append(_best_md((w.get("best") or {}).get(str(n)) or {}, arms))
-            out.append("| " + " | ".join(row) + " |")
-        out += ["", "**Crossover.**", ""]
-        for a in spec:
-            out.append(f"- {arms[a]['label']}: {arms[a].get('range_text')} — {arms[a]['crossover']['text']}")
-        out += ["", "**Best k per level.**", ""]
-        for n in levels:
-            b = (w.get("best") or {}).get(str(n)) or {}
-            out.append(f"- {n}: {_best_md(b, arms)}" + (f" — {b['text']}" if b.get("text") else ""))
-        out += ["", "**Schedule** (vLLM's `num_speculative_tokens_per_batch_size`, `[start, end, k]`, inclusive "
-                "batch-size ranges; k = 0 is no speculation):", "",
-                "```json", json.dumps(w.get("schedule")), "```", "", w.get("schedule_text") or "", ""]
-        if w.get("schedule_draft"):
-            sd = w["schedule_draft"]
-            out += [f"The schedule uses one draft ({sd.get('method')} {sd.get('draft')}): vLLM runs one draft per "
-                    "server.", ""]
-        if load.get("slo"):
-            slo = load["slo"]
-            bits = ", ".join(f"{k.replace('_ms', '').upper()} ≤ {v:g} ms" for k, v in slo.items())
-            att = load.get("attainment", 0.9)
-            out += [f"**SLO** ({bits}; a level meets it when at least {att * 100:g} % of the requests meet every "
-                    f"SLO): {w.get('slo_text') or 'n/a'}.", ""]
-            out.append("| concurrency | " + " | ".join(a["label"] for a in arms.values()) + " |")
-            out.append("|" + "---|" * (len(arms) + 1))
-            for n in levels:
-                cells = []
-                for a in arms.values():
-                    lv = a["levels"][str(n)]
-                    g = lv.get("goodput")
-                    mark = {True: "meets", False: "misses", None: ""}[lv.get("meets_slo")]
-                    cells.append(f"{_n(g['mean'])} req/s {_ci(g.get('ci95'))} {mark}".replace("  ", " ").strip()
-                                 if g else "—")
-                out.append(f"| {n} | " + " | ".join(cells) + " |")
-            out.append("")
-        dr = w.get("drift") or {}
-        flagged = [(aid, n, d) for aid, per in dr.items() for n, d in per.items() if d.get("drift")]
-        out.append("**Acceptance over time** (per-window acceptance, first vs last third of each bench, Welch's t):")
-        out.append("")
-        if not dr:
-            out.append("- no bench had enough sampled windows to test for drift (3 or more per third)")
-        elif not flagged:
-            out.append(f"- no drift: every tested bench ({sum(len(p) for p in dr.values())}) kept its acceptance "
-                       "within the window-to-window noise")
-        for aid, n, d in flagged:
-            out.append(f"- {arms.get(aid, {}).get('label', aid)} at {n}: {d['text']} (difference {d['diff']:+.1f} "
-                       f"points, 95 % CI {_ci(d['ci95'], 1)}, p = {d['p_value']:.3g}, {d['windows']} windows)")
-        out.append("")
-        m = w.get("model")
-        if m:
-            out += ["**Model** (Leviathan et al. 2023: speedup = (1 − α^(k+1)) / ((1 − α)(1 + k·c))): "
-                    f"α = {_n(m.get('alpha'), 3)}, {m.get('alpha_source')}; c per level from the measured step "
-                    f"cost (median TPOT × acceptance length over the baseline's median TPOT). Note: {m.get('note')}.",
-                    "", "| arm | concurrency | measured | predicted | tokens/step (model) | AL (measured) | step cost |",
-                    "|---|---|---|---|---|---|---|"]
-            for r in m.get("rows") or []:
-                lab = arms.get(r["arm"], {}).get("label", r["arm"])
-                out.append(f"| {lab} | {r['level']} | {_n(r.get('measured'))}x | {_n(r.get('predicted'))}x | "
-                           f"{_n(r.get('tokens_per_step'))} | {_n(r.get('acceptance_length'))} | {_n(r.get('step_cost'))} |")
-            if m.get("untried"):
-                out += ["", "Predicted for k not tried: " + "; ".join(
-                    f"k={u['k']} at {u['level']}: {_n(u.get('predicted'))}x" for u in m["untried"]) + "."]
-            if m.get("why"):
-                out += ["", "Why:", ""] + [f"- at {n}: {s}" for n, s in m["why"].items()]
-            out.append("")
-    sv = load.get("schedule_verification")
-    if sv:
-        out += [f"**Schedule verification** ({sv.get('status')}): {sv.get('text') or ''}", ""]
-    if load.get("schedule_profile"):
-        out += [f"A ready profile that serves the schedule: `{load['schedule_profile']}`.", ""]
-    return "\n".join(out).rstrip() + "\n"
-
-
-def _clip(s: str, width: int) -> str:
-    return s if len(s) <= width else s[: max(width - 1, 0)] + "…"
-
-
-def _wrap(s: str, width: int, indent: str = "  ") -> list[str]:
-    return textwrap.wrap(s, width=max(width, 20), initial_indent=indent, subsequent_indent=indent + "  ") or [indent]
-
-
-def load_lines(load: dict[str, Any] | None, width: int = 80) -> list[str]:
-    """A compact plain-text summary of the load analysis for the headless front end, each line ≤ width
-    columns: per workload a level × arm speedup table (P pays, ? not proven, L loses), the crossover per arm,
-    the schedule, the SLO line, drift flags and the model's why sentences."""
-    if not load:
-        return []
-    levels = load.get("levels") or []
-    lines = [f"Load sweep: concurrency {', '.join(str(n) for n in levels)}",
-             "  speedup: P pays (95 % CI above 1x), ? not proven, L loses (below 1x)"]
-    for wl, w in (load.get("workloads") or {}).items():
-        arms = w.get("arms") or {}
-        spec = [aid for aid, a in arms.items() if a.get("k") is not None]
-        lines.append(f"{wl}:")
-        cols = [arms[a]["label"].replace("k = ", "k=")[:8] for a in spec]
-        lines.append("  " + f"{'conc':>5} " + "".join(f"{c:>9}" for c in cols) + "  best")
-        for n in levels:
-            vals = []
-            for a in spec:
-                lv = arms[a]["levels"][str(n)]
-                sp = lv.get("speedup") or {}
-                vals.append(f"{_n(sp.get('ratio')) + 'x' if sp.get('ratio') is not None else '—'} "
-                            f"{SHORT[lv.get('verdict')]}")
-            b = (w.get("best") or {}).get(str(n)) or {}
-            bt = {"pays": f"k={b.get('k')}", "keep_baseline": "baseline", "not_proven": "not proven",
-                  "stop_tuning": "stop tuning"}.get(b.get("verdict"), "—")
-            lines.append("  " + f"{n:>5} " + "".join(f"{v:>9}" for v in vals) + f"  {bt}")
-        for a in spec:
-            lines += _wrap(f"{arms[a]['label']}: {arms[a].get('range_text')}", width)
-        lines += _wrap(f"schedule {json.dumps(w.get('schedule'))}: {w.get('schedule_text')}", width)
-        if w.get("slo_text"):
-            lines += _wrap(f"SLO: {w['slo_text']}", width)
-        for aid, per in (w.get("drift") or {}).items():
-            for n, d in per.items():
-                if d.get("drift"):
-                    lines += _wrap(f"drift {arms.get(aid, {}).get('label', aid)} at {n}: {d['text']}", width)
-        m = w.get("model")
-        if m and m.get("alpha") is not None:
-            lines += _wrap(f"model: α {m['alpha']:.3f} ({'per-position' if 'marginal' in (m.get('alpha_source') or '') else 'from AL'})"
-                           + "".join(f"; at {n}: {s}" for n, s in list((m.get("why") or {}).items())[:2]), width)
-    return [_clip(s, width) for s in lines]

@@ -32,69 +32,31 @@ report.json keys (documented in the README):
 
 from __future__ import annotations
 
-import csv
-import io
 import time
 from pathlib import Path
 from typing import Any
 
 from tui.core.events import STEP_IDS, STEP_TITLES
-from tui.core.store.rundir import RunDir, atomic_write_json, atomic_write_text
+from tui.core.store.rundir import RunDir, RunDirUnwritable, atomic_write_json, atomic_write_text
 from tui.core.plan.arms import (arms_of, bench_keys, is_tune, levels_of, run_steps, schedule_verifiable, split_key,
                                 step_title, workloads_of)
-from tui.core.results import figures as figures_mod
+from tui.core.results import figures_draw
+from tui.core.results.figures import FIGURES_DIR, ChartError
+from tui.core.results.report_html import render_html
 from tui.core.results import load as load_mod
 from tui.core.results import schedule as schedule_mod
 from tui.core.results.gates import gate_metrics
 from tui.core.plan.commands import CUSTOM_JSONL, Placeholders, format_command
-from tui.core.results.contamination import contaminated_benches, contamination_markdown, usable_repeats
-from tui.core.results.stats import STOP_RULE, build_matrix, matrix_columns, matrix_rows
+from tui.core.results.contamination import contaminated_benches, usable_repeats
+from tui.core.results.stats import build_matrix
+from tui.core.results.report_md import render_markdown
+from tui.core.results.report_rows import (  # noqa: F401  (comparison_rows, RUN_KEYS: re-exported for the front ends)
+    RUN_KEYS, comparison, comparison_rows, render_csv, run_summary,
+)
+from tui.core.results.verdict_table import headline
 from tui.core.plan.build import build_plan, recorded_vllm_version
 
 SCHEMA_ID = "specdec-tui/report/1"
-
-RUN_KEYS = (
-    "output_throughput", "request_throughput", "total_token_throughput", "duration_s",
-    "completed", "failed", "num_prompts",
-    "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
-    "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
-    "mean_itl_ms", "median_itl_ms", "p99_itl_ms",
-    "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms",
-    "p90_ttft_ms", "p90_tpot_ms", "p90_itl_ms", "p90_e2el_ms",
-    "dataset_mode",
-)
-SPEC_KEYS = ("acceptance_rate", "acceptance_length", "per_position_acceptance", "acceptance_source")
-
-
-def _ratio(a: Any, b: Any) -> float | None:
-    try:
-        a = float(a)
-        b = float(b)
-    except (TypeError, ValueError):
-        return None
-    if b == 0 or a != a or b != b:
-        return None
-    return round(a / b, 4)
-
-
-def run_summary(bench: dict[str, Any] | None, speculative: bool) -> dict[str, Any] | None:
-    if not bench:
-        return None
-    out = {k: bench.get(k) for k in RUN_KEYS}
-    if speculative:
-        out.update({k: bench.get(k) for k in SPEC_KEYS})
-    return out
-
-
-def comparison(runs: dict[str, Any]) -> dict[str, Any]:
-    b, e = runs.get("baseline"), runs.get("eagle3")
-    if not b or not e:
-        return {"output_throughput_speedup": None, "median_tpot_ratio": None, "median_ttft_ratio": None}
-    return {
-        "output_throughput_speedup": _ratio(e.get("output_throughput"), b.get("output_throughput")),
-        "median_tpot_ratio": _ratio(e.get("median_tpot_ms"), b.get("median_tpot_ms")),
-        "median_ttft_ratio": _ratio(e.get("median_ttft_ms"), b.get("median_ttft_ms")),
-    }
 
 
 def _step_facts(sid: str, results: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -244,7 +206,6 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
     }
     if matrix is not None:
         rep["matrix"] = matrix
-        rep["verdict"] = tune_verdict(int(exit_code), steps, matrix, diags) or rep["verdict"]
     facts_by_arm = {a.id: _step_facts(a.id, results, ctx) for a in arms}
     statuses = {a.id: (state_steps.get(a.id) or {}).get("status") or "not run" for a in arms}
     rep["contaminated"] = contaminated_benches(profile, facts_by_arm)
@@ -261,6 +222,8 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
             load["schedule_profile"] = rf.get("schedule_profile")
             load["schedule_profile_note"] = rf.get("schedule_profile_note")
             rep["load"] = load
+    if matrix is not None:
+        rep["verdict"] = tune_verdict(int(exit_code), steps, rep, diags) or rep["verdict"]
     rep["timeseries"] = timeseries_of(profile, facts_by_arm)
     rep["metrics"] = gate_metrics(rep)
     return rep
@@ -416,327 +379,70 @@ def arm_launch(facts: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def tune_verdict(exit_code: int, steps: list[dict[str, Any]], matrix: dict[str, Any],
+def tune_verdict(exit_code: int, steps: list[dict[str, Any]], rep: dict[str, Any],
                  diags: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """A tune run's first sentence: the recommendation of every workload, or where the run failed."""
+    """A tune run's first sentence, short: the pick per workload (a load sweep: the best arm per run of levels,
+    verdict_table.headline), or where the run failed. The details are in the verdict table under it."""
     failed = next((st for st in steps if st["status"] in ("failed", "unavailable")), None)
     if failed is not None and failed["id"] != "results":
         lead = next((d for d in diags if d["step"] == failed["id"] and d["severity"] == "error"), None)
         why = lead["title"] if lead else failed.get("summary") or "see the step's summary"
         return {"ok": False, "text": f"Failed at {failed.get('title') or failed['id']}: {why}."}
-    recs = matrix.get("recommendation") or {}
-    texts = [f"{w}: {r.get('text')}" for w, r in recs.items() if r and r.get("text")]
-    if not texts:
+    text = headline(rep)
+    if not text:
         return None
+    recs = (rep.get("matrix") or {}).get("recommendation") or {}
     good = exit_code == 0 and all(r.get("arm") and not r.get("stop_tuning") for r in recs.values())
-    return {"ok": good, "text": "Recommendation — " + "; ".join(texts)}
+    return {"ok": good, "text": text}
 
 
-def _fmt(v: Any, nd: int = 2) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, float):
-        return f"{v:.{nd}f}"
-    if isinstance(v, list):
-        return ", ".join(_fmt(x, 1) for x in v) or "n/a"
-    return str(v)
-
-
-COMPARE_ROWS = (
-    ("Output throughput (tok/s)", "output_throughput"),
-    ("Request throughput (req/s)", "request_throughput"),
-    ("Mean TTFT (ms)", "mean_ttft_ms"),
-    ("Median TTFT (ms)", "median_ttft_ms"),
-    ("P99 TTFT (ms)", "p99_ttft_ms"),
-    ("Mean TPOT (ms)", "mean_tpot_ms"),
-    ("Median TPOT (ms)", "median_tpot_ms"),
-    ("P99 TPOT (ms)", "p99_tpot_ms"),
-    ("Mean ITL, per chunk (ms)", "mean_itl_ms"),
-    ("Median ITL, per chunk (ms)", "median_itl_ms"),
-    ("P99 ITL, per chunk (ms)", "p99_itl_ms"),
-    ("Mean E2EL (ms)", "mean_e2el_ms"),
-    ("Median E2EL (ms)", "median_e2el_ms"),
-    ("P99 E2EL (ms)", "p99_e2el_ms"),
-    ("Completed / failed", None),
-)
-
-
-P90_ROWS = {  # shown after the median row of each metric, where the bench collected P90
-    "median_ttft_ms": ("P90 TTFT (ms)", "p90_ttft_ms"),
-    "median_tpot_ms": ("P90 TPOT (ms)", "p90_tpot_ms"),
-    "median_itl_ms": ("P90 ITL, per chunk (ms)", "p90_itl_ms"),
-    "median_e2el_ms": ("P90 E2EL (ms)", "p90_e2el_ms"),
-}
-
-
-def comparison_rows(rep: dict[str, Any]) -> list[tuple[str, str, str]]:
-    b = rep["runs"].get("baseline") or {}
-    e = rep["runs"].get("eagle3") or {}
-    rows = []
-    table: list[tuple[str, str | None]] = []
-    for label, key in COMPARE_ROWS:
-        table.append((label, key))
-        extra = P90_ROWS.get(key or "")
-        if extra and (b.get(extra[1]) is not None or e.get(extra[1]) is not None):
-            table.append(extra)
-    for label, key in table:
-        if key is None:
-            rows.append((label, f"{_fmt(b.get('completed'))} / {_fmt(b.get('failed'))}",
-                         f"{_fmt(e.get('completed'))} / {_fmt(e.get('failed'))}"))
-        else:
-            rows.append((label, _fmt(b.get(key)), _fmt(e.get(key))))
-    rows.append(("Acceptance rate (%)", "n/a", _fmt(e.get("acceptance_rate"))))
-    rows.append(("Acceptance length", "n/a", _fmt(e.get("acceptance_length"))))
-    rows.append(("Per-position acceptance (%)", "n/a", _fmt(e.get("per_position_acceptance"))))
-    return rows
-
-
-def _md_cell(v: Any) -> str:
-    return _fmt(v).replace("|", "\\|")
-
-
-def render_markdown(rep: dict[str, Any]) -> str:
-    """report.md: stands alone in a ticket — verdict, settings, versions, commands, dataset, steps,
-    comparison, diagnoses."""
-    out = io.StringIO()
-    w = out.write
-    w(f"# specdec-tui report — {rep['profile']}{' (SIMULATED)' if rep['simulated'] else ''}\n\n")
-    v = rep.get("verdict") or {}
-    if v:
-        w(f"**{'✓' if v.get('ok') else '✗'} {v.get('text', '')}**\n\n")
-    w(f"Target `{rep['models']['target']}`, draft `{rep['models']['draft']}`. Generated {rep['generated']}, "
-      f"exit code {rep['exit_code']}, run directory `{rep['run_dir']}`.\n\n")
-    st = rep.get("settings") or {}
-    if st:
-        w("## Settings\n\n| Setting | Value |\n|---|---|\n")
-        pairs = [
-            ("Platform", st.get("platform")),
-            ("Speculative method, tokens (k)", f"{st.get('method')}, {st.get('num_speculative_tokens')}"),
-            ("Tensor / pipeline parallel", f"{st.get('tensor_parallel_size')} / {st.get('pipeline_parallel_size')}"),
-            ("dtype, max model len, max seqs", f"{st.get('dtype')}, {st.get('max_model_len')}, {st.get('max_num_seqs')}"),
-            ("Max batched tokens, prefix caching",
-             f"{st.get('max_num_batched_tokens')}, {'on' if st.get('enable_prefix_caching') else 'off'}"),
-            ("Input / output length", f"{st.get('input_len')} / {st.get('output_len')}"),
-            ("Prompts, max concurrency", f"{st.get('num_prompts')}, {st.get('max_concurrency')}"),
-            ("Server", f"{st.get('host')}:{st.get('port')}"),
-        ]
-        t = st.get("tune")
-        if t:
-            pairs[1] = ("Speculative method, tokens (k)",
-                        f"{st.get('method')}, k = {', '.join(str(k) for k in t.get('num_speculative_tokens') or [])}")
-            pairs.append(("Step 3: repeats, workloads, probe prompts",
-                          f"{t.get('repeats')}, {', '.join(t.get('workloads') or [])}, {t.get('probe_prompts')}"))
-            drafts = t.get("drafts") or {}
-            if drafts:
-                pairs.append(("Step 3: drafts", ", ".join(f"{n}: {d.get('model')}" for n, d in drafts.items())))
-            pairs.append(("Step 3: parallel launches", "on" if t.get("parallel") else "off (one server at a time)"))
-        for k, val in pairs:
-            w(f"| {k} | {_md_cell(val)} |\n")
-    vers = rep.get("versions") or {}
-    if vers:
-        w("\n## Versions\n\n" + ", ".join(f"{k} `{_fmt(val)}`" for k, val in vers.items()) + "\n")
-    ds = rep.get("dataset") or {}
-    if ds:
-        w(f"\n## Dataset\n\n{ds.get('name')} at `{_fmt(ds.get('path'))}`, sha256 `{_fmt(ds.get('sha256'))}`"
-          f" ({'verified' if ds.get('verified') else 'not verified'}; source {_fmt(ds.get('source'))}).\n")
-    _host_markdown(rep, w)
-    cmds = rep.get("commands") or {}
-    if cmds:
-        w("\n## Commands\n")
-        for sid, text in cmds.items():
-            w(f"\n{(rep.get('step_titles') or {}).get(sid) or STEP_TITLES.get(sid, sid)}:\n\n```bash\n{text}\n```\n")
-    _bench_commands_markdown(rep, w)
-    w("\n## Steps\n\n| Step | Status | Seconds | Summary |\n|---|---|---|---|\n")
-    for step in rep["steps"]:
-        summary = str(step["summary"]).replace("|", "\\|")
-        w(f"| {step.get('title') or STEP_TITLES.get(step['id'], step['id'])} | {step['status']} | {_fmt(step['seconds'], 1)} | {summary} |\n")
-    if rep.get("figures"):
-        w("\n" + figures_mod.figures_markdown(rep["figures"]).rstrip("\n") + "\n")
-    elif rep.get("figures_error"):
-        w(f"\nCharts could not be drawn: {rep['figures_error']}\n")
-    if rep.get("matrix"):
-        _matrix_markdown(rep["matrix"], w)
-    if rep.get("load"):
-        w("\n" + load_mod.load_markdown(rep["load"]).rstrip("\n") + "\n")
-    elif rep["runs"]:
-        w("\n## Baseline vs EAGLE3\n\n| Metric | Baseline | EAGLE3 |\n|---|---|---|\n")
-        for label, bv, ev in comparison_rows(rep):
-            w(f"| {label} | {bv} | {ev} |\n")
-        sp = rep["comparison"].get("output_throughput_speedup")
-        if sp is not None:
-            w(f"\n**EAGLE3 output throughput speedup: {sp:.2f}x**\n")
-        w("\nITL is measured per streamed chunk; under speculative decoding a chunk carries several tokens, "
-          "so compare the runs by TPOT and throughput.\n")
-        if any((r or {}).get("dataset_mode") == "custom-from-sonnet" for r in rep["runs"].values()):
-            w("\nDataset: sonnet (built as custom JSONL: vLLM >= 0.32 has no sonnet dataset); the same prompts as "
-              "`--dataset-name sonnet`, sent with `--dataset-name custom --skip-chat-template`.\n")
-    w(contamination_markdown(rep.get("contaminated") or []))
-    _checks_markdown(rep, w)
-    if not rep.get("matrix"):
-        _launches_markdown(rep.get("launches") or [], w)
-    w("\n## Diagnostics\n\n")
-    if not rep["diagnostics"]:
-        w("No issues found.\n")
-    for d in rep["diagnostics"]:
-        w(f"### [{d['severity']}] {d['title']} (`{d['id']}`)\n\n")
-        for ev in d["evidence"]:
-            w(f"- `{ev}`\n" if len(ev) < 300 else f"- {ev[:300]}…\n")
-        w(f"\n**Remedy:** {d['remedy']}\n\n")
-    return out.getvalue()
-
-
-def _host_markdown(rep: dict[str, Any], w: Any) -> None:
-    host = rep.get("host") or {}
-    if not host or not (host.get("facts") or host.get("instance_type")):
-        return
-    w("\n## Host\n\n| Fact | Value | Detail |\n|---|---|---|\n")
-    w(f"| Platform | {_md_cell(host.get('platform'))}{' (simulated)' if host.get('simulated') else ''} | |\n")
-    names = {f.get("name") for f in host.get("facts") or []}
-    if "instance type" not in names:
-        w(f"| Instance type | {_md_cell(host.get('instance_type'))} | DMI product name |\n")
-    for f in host.get("facts") or []:
-        w(f"| {_md_cell(f.get('name'))} | {_md_cell(f.get('value'))} | {_md_cell(f.get('detail') or '')} |\n")
-
-
-def _bench_commands_markdown(rep: dict[str, Any], w: Any) -> None:
-    """Every benchmark as it ran, one bash block per arm (a comment names the workload and repeat)."""
-    bc = rep.get("bench_commands") or {}
-    if not bc:
-        return
-    titles = rep.get("step_titles") or {}
-    w("\n## Benchmark commands (as run)\n")
-    for sid, rows in bc.items():
-        title = "Sonnet custom-JSONL builder (vLLM >= 0.32)" if sid == "tool" else titles.get(sid) or STEP_TITLES.get(sid, sid)
-        w(f"\n{title}:\n\n```bash\n")
-        for i, row in enumerate(rows):
-            if row.get("repeat") is not None:
-                w(f"# {row.get('workload')} repeat {row['repeat']}\n")
-            w(row["command"] + "\n" + ("\n" if i < len(rows) - 1 else ""))
-        w("```\n")
-
-
-def _checks_markdown(rep: dict[str, Any], w: Any) -> None:
-    """The smoke test and lossless checks of every server, as the steps recorded them."""
-    checks = rep.get("checks") or {}
-    if not checks:
-        return
-    titles = rep.get("step_titles") or {}
-    w("\n## Smoke and lossless checks\n\n| Server | Smoke test | Reply | Greedy reply vs baseline | "
-      "Probe prompts identical to the baseline |\n|---|---|---|---|---|\n")
-    for sid, c in checks.items():
-        smoke = "passed" if c.get("smoke_passed") else "failed" if c.get("smoke_passed") is False else "n/a"
-        mb = c.get("matches_baseline")
-        same = "same" if mb is True else "differs" if mb is False else "—"
-        lossless = ", ".join(f"{wl}: {v.get('identical')} of {v.get('prompts')}"
-                             for wl, v in (c.get("lossless") or {}).items()) or "—"
-        w(f"| {_md_cell(titles.get(sid) or sid)} | {smoke} | `{_md_cell(repr(c.get('smoke_text') or ''))}` | {same} | "
-          f"{_md_cell(lossless)} |\n")
-
-
-def _launches_markdown(launches: list[dict[str, Any]], w: Any) -> None:
-    if not any(a.get("startup_s") is not None for a in launches):
-        return
-    w("\n## Launches\n\n| Server | Status | Startup (s) | Compile cache hits / misses |\n|---|---|---|---|\n")
-    for a in launches:
-        w(f"| {a.get('title') or a.get('id')} | {a.get('status')} | {_fmt(a.get('startup_s'), 1)} | "
-          f"{_fmt(a.get('cache_hits'))} / {_fmt(a.get('cache_misses'))} |\n")
-
-
-def _matrix_markdown(matrix: dict[str, Any], w: Any) -> None:
-    """The tune matrix: the recommendation per workload, then arms × metrics with intervals, the noise floor."""
-    w("\n## Step 3: tuning matrix\n")
-    for wl in matrix.get("workloads") or []:
-        rec = (matrix.get("recommendation") or {}).get(wl) or {}
-        w(f"\n### Workload `{wl}`\n\n**Recommendation:** {rec.get('text') or 'n/a'}\n")
-        if rec.get("reason"):
-            w(f"\n{rec['reason']}\n")
-        body = matrix_rows(matrix, wl, 200)
-        if body:
-            head = ["Metric", *matrix_columns(matrix, 200)]
-            w("\n| " + " | ".join(_md_cell(c) for c in head) + " |\n|" + "---|" * len(head) + "\n")
-            for r in body:
-                w("| " + " | ".join(_md_cell(c) for c in r) + " |\n")
-        nf = (matrix.get("noise_floor") or {}).get(wl) or {}
-        if nf.get("ratio") is not None:
-            ci = nf.get("ci95")
-            w(f"\nNoise floor (baseline vs baseline): {nf['ratio']:.3f}x"
-              + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + "\n")
-    arms = matrix.get("arms") or []
-    if any(a.get("startup_s") is not None for a in arms):
-        w("\n### Launches\n\n| Arm | Status | Startup (s) | Compile cache hits / misses | Cores, port |\n|---|---|---|---|---|\n")
-        for a in arms:
-            pl = a.get("placement") or {}
-            where = f"{pl.get('neuron_visible_devices')}, {pl.get('port')}" if pl else "—"
-            w(f"| {a.get('title') or a.get('id')} | {a.get('status')} | {_fmt(a.get('startup_s'), 1)} | "
-              f"{_fmt(a.get('cache_hits'))} / {_fmt(a.get('cache_misses'))} | {where} |\n")
-
-    covs = list(dict.fromkeys((matrix.get("coverage") or {}).values()))
-    w("\n" + (" ".join(covs) if covs else "Intervals are 95 % Student-t intervals over the repeats.")
-      + " An arm pays only when its speedup interval's lower bound is above 1.0x. "
-      "Acceptance is pooled over the repeats from the servers' /metrics counters; " + STOP_RULE + ".\n")
-
-
-CSV_COLUMNS = (("step", "status", "seconds") + RUN_KEYS
-               + ("acceptance_rate", "acceptance_length", "per_position_acceptance")
-               + ("workload", "repeats", "output_throughput_ci95_lo", "output_throughput_ci95_hi",
-                  "speedup", "speedup_ci95_lo", "speedup_ci95_hi"))
-_CELL_KEYS = ("median_tpot_ms", "p90_tpot_ms", "p99_tpot_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms",
-              "acceptance_rate", "acceptance_length")
-
-
-def _cell_row(cell: dict[str, Any]) -> dict[str, Any]:
-    """A matrix cell as a summary.csv row: means over the repeats, the intervals, the speedup."""
-    ot = cell.get("output_throughput") or {}
-    sp = cell.get("speedup") or {}
-    out: dict[str, Any] = {k: cell.get(k) for k in _CELL_KEYS}
-    out["output_throughput"] = ot.get("mean")
-    pp = cell.get("per_position") or {}
-    out["per_position_acceptance"] = pp.get("marginal")
-    out["repeats"] = cell.get("repeats")
-    ci = ot.get("ci95") or [None, None]
-    out["output_throughput_ci95_lo"], out["output_throughput_ci95_hi"] = ci[0], ci[1]
-    out["speedup"] = sp.get("ratio")
-    sci = sp.get("ci95") or [None, None]
-    out["speedup_ci95_lo"], out["speedup_ci95_hi"] = sci[0], sci[1]
-    return out
-
-
-def render_csv(rep: dict[str, Any]) -> str:
-    """A row per step (also on failure, and for steps not run); the server steps carry their numbers."""
-    buf = io.StringIO()
-    wr = csv.writer(buf, lineterminator="\n")
-    wr.writerow(CSV_COLUMNS)
-    cells = (rep.get("matrix") or {}).get("cells") or {}
-    for step in rep["steps"]:
-        head = [step["id"], step["status"], "" if step["seconds"] is None else step["seconds"]]
-        per_workload = cells.get(step["id"]) or {}
-        sources = ([dict(_cell_row(c), workload=wl) for wl, c in per_workload.items() if c]
-                   or [rep["runs"].get(step["id"]) or {}])
-        for r in sources:  # a tune run's arm: one row per workload
-            row: list[Any] = list(head)
-            for k in CSV_COLUMNS[3:]:
-                v = r.get(k)
-                if isinstance(v, list):
-                    v = ";".join(f"{x:.2f}" for x in v)
-                row.append("" if v is None else v)
-            wr.writerow(row)
-    return buf.getvalue()
+def _charts_unwritable(exc: OSError | RunDirUnwritable, run: RunDir) -> str:
+    where = run.path / FIGURES_DIR
+    if isinstance(exc, RunDirUnwritable):
+        why = f"{exc.reason()}. {exc.remedy()}"
+    else:
+        why = (f"{exc.strerror or exc} ({type(exc).__name__}). Make {where} a writable directory (move away a "
+               "file in its way, or fix its permissions).")
+    return (f"the chart files could not be written under {where}: {why} Then write the report again with "
+            f"`--steps results --run-dir {run.path}`.")
 
 
 def write_report(run: RunDir, rep: dict[str, Any]) -> Path:
-    """report.json, report.md, summary.csv; the charts (figures/*.png|svg, linked from report.md) and report.html.
-    Each file is written atomically; a chart that cannot be drawn is noted in report.json (`figures_error`) and
-    never costs the report."""
+    """report.json, report.md, summary.csv, the charts (figures/*.png|svg, linked from report.md) and report.html,
+    each written atomically.
+
+    A chart that cannot be drawn (matplotlib missing) is noted in report.json (`figures_error`) and never costs the
+    report. Chart files that cannot be WRITTEN (figures/ read-only, full, or not a directory) leave the report
+    without charts and say so, never a stale report: `not_written` names the files, `figures_error` says why and
+    what to do, the exit code becomes 1 where it was 0 (the run's report is incomplete), and report.html is written
+    without charts rather than left over from an earlier run. report.json, report.md and summary.csv are written
+    either way; a run directory that cannot be written at all raises RunDirUnwritable (nothing saved is replaced)."""
+    rep.pop("not_written", None)
     try:
-        rep["figures"] = figures_mod.render_figures(rep, run.path)
+        rep["figures"] = figures_draw.render_figures(rep, run.path)
         rep.pop("figures_error", None)
-    except figures_mod.ChartError as exc:  # a chart never costs the report: report.md says why there are none
+    except ChartError as exc:  # a chart never costs the report: report.md says why there are none
         rep["figures"] = []
         rep["figures_error"] = str(exc)
+    except (OSError, RunDirUnwritable) as exc:  # figures/ is its own directory: the run directory is fine
+        rep["figures"] = []
+        rep["figures_error"] = _charts_unwritable(exc, run)
+        rep["not_written"] = [f"{FIGURES_DIR}/*.png", f"{FIGURES_DIR}/*.svg"]
+        if rep.get("exit_code") == 0:
+            rep["exit_code"] = 1
+            rep["verdict"] = dict(rep.get("verdict") or {}, ok=False)
     path = run.file("report.json")
     atomic_write_json(path, rep)
     atomic_write_text(run.file("report.md"), render_markdown(rep))
     atomic_write_text(run.file("summary.csv"), render_csv(rep))
-    if rep["figures"]:  # report.md links report.html only when there are charts
-        atomic_write_text(run.file("report.html"), figures_mod.render_html(rep, rep["figures"], run.path))
+    atomic_write_text(run.file("report.html"), render_html(rep, rep["figures"], run.path))
     return path
+
+
+def incomplete(rep: dict[str, Any]) -> str | None:
+    """One paragraph for the front ends when the report was written without some of its files (None otherwise)."""
+    if not rep.get("not_written"):
+        return None
+    return (f"report.json, report.md, summary.csv and report.html were written without charts: "
+            f"{', '.join(rep['not_written'])} not written — {rep.get('figures_error') or ''} "
+            f"(exit code {rep.get('exit_code')})")

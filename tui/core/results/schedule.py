@@ -18,7 +18,56 @@ from typing import Any, Sequence
 from tui.core.plan.arms import split_key
 from tui.core.results.intervals import ratio_interval
 from tui.core.results.contamination import usable_repeats
+from tui.core.results.statement import where
 from tui.core.results.stats import arm_label
+
+RULE = ("each measured level N covers the batch sizes above the previous measured level up to N, so a batch size "
+        "between two measured levels takes the k of the next measured level above it: the heavier load, where "
+        "speculation pays less, so an unmeasured batch size gets the more cautious k. Every range is written out, "
+        "so vLLM's own rule for a gap (it inherits the previous range's k) never applies; above the last range "
+        "vLLM carries that range's k forward (its tail rule)")
+K0_NOTE = ("k = 0 is not the baseline: vLLM still runs the drafter's forward pass in a k = 0 range (vLLM issue "
+           "#49548 measured a K = 0 schedule at +6.6 % and +21.6 % TPOT over no speculation), so the baseline's "
+           "numbers at those levels are better than what the schedule's k = 0 ranges will give; where speculation "
+           "pays at no level, serve the baseline without a draft")
+WHY = {"pays": "the best k there", "keep_baseline": "no k beats the baseline there",
+       "not_proven": "no k is proven to pay there", "no_baseline": "no baseline numbers there",
+       "none": "not measured there", "stop_tuning": "acceptance too low there"}
+
+
+def basis(levels: Sequence[int], ks: Sequence[int], best: dict[str, dict[str, Any]],
+          schedule: Sequence[Sequence[int]]) -> dict[str, Any]:
+    """Which batch sizes of a derived schedule were measured and which are inferred, and by what rule:
+    {"measured": [{level, k, verdict}], "inferred": [{start, end, k, from}], "tail": {above, k}, "rule",
+    "k0_note" (where a k = 0 range sits beside a k > 0 one, else None), "text"}. levels and ks: one k per measured
+    level (load._schedule_ks); best: load.analyze's best per level (its verdict says why the level got its k)."""
+    levels = list(levels)
+    if not levels:
+        return {"measured": [], "inferred": [], "tail": None, "rule": RULE, "k0_note": None,
+                "text": "no level was measured"}
+    measured = [{"level": n, "k": int(k), "verdict": ((best or {}).get(str(n)) or {}).get("verdict") or "none"}
+                for n, k in zip(levels, ks)]
+    inferred = []
+    prev = 0
+    for n, k in zip(levels, ks):
+        if n - prev > 1:
+            inferred.append({"start": prev + 1, "end": n - 1, "k": int(k), "from": n})
+        prev = n
+    tail = {"above": levels[-1], "k": int(ks[-1])}
+    groups: dict[tuple[int, str], list[int]] = {}
+    for m in measured:
+        groups.setdefault((m["k"], m["verdict"]), []).append(m["level"])
+    said = "; ".join(f"k={k} at {where(levels, ns)} ({WHY.get(v, v)})" for (k, v), ns in groups.items())
+    text = f"Measured: {said}."
+    if inferred:
+        text += " Inferred: " + ", ".join(
+            f"{e['start'] if e['start'] == e['end'] else str(e['start']) + '–' + str(e['end'])} from {e['from']} "
+            f"(k={e['k']})" for e in inferred) + "."
+    text += f" Above {tail['above']}: k={tail['k']}, vLLM's tail rule. Rule: {RULE}."
+    k0 = K0_NOTE if any(e[2] == 0 for e in schedule) and any(e[2] > 0 for e in schedule) else None
+    if k0:
+        text += f" Note: {k0}."
+    return {"measured": measured, "inferred": inferred, "tail": tail, "rule": RULE, "k0_note": k0, "text": text}
 
 
 def _tputs(facts: dict[str, Any] | None, key: str) -> list[float]:

@@ -13,6 +13,13 @@ speedup over plain decoding is E(α, k) / (1 + k·c).
   step_cost = (median TPOT × AL) / (baseline median TPOT): TPOT is time per output token, so TPOT × AL is the
   time of one speculative step. c is fitted per level by least squares of step_cost − 1 = k·c over its arms.
 
+Fitted is not predicted: c is fitted from the same TPOT the speedup is measured with, so a row's in-sample
+value ("fitted") cannot be wrong by much and says nothing about the model. The model is judged on data it was
+not fitted to (held_out): leave one arm out — for each arm at each level, α is fitted to the OTHER arms' per-position
+acceptance (of its draft) and c to the OTHER arms' step cost at that level, and the arm's speedup is predicted
+from them; the error of those predictions against the measured speedups is the model's held-out error. Only
+the held-out values and the untried k are called predictions.
+
 vLLM's "acceptance rate" is accepted / drafted tokens = (AL − 1) / k, which falls with k by construction; it
 is not the paper's α. Pure functions, standard library only; tests/test_specmodel.py checks the fit against
 scipy.optimize. Units: per-position acceptance in PERCENT in the inputs, α a probability.
@@ -173,10 +180,67 @@ def _why(level: int, winner: dict[str, Any] | None, verdict: str | None, measure
     return s
 
 
+HELD_OUT_METHOD = ("leave one arm out: each arm's speedup at each level predicted from α fitted to the other arms' "
+                   "per-position acceptance (same draft, same level; else their other levels) and c fitted to the "
+                   "other arms' step cost at that level, then compared with the measured speedup")
+
+
+def _held_out(row: dict[str, Any], others: list[dict[str, Any]], other_cells: list[tuple[int, dict[str, Any]]],
+              cell: Any) -> dict[str, Any]:
+    """The arm of `row` predicted from the others: {held_out, held_out_error} (error = predicted / measured − 1;
+    None where the others cannot fit α or c: a level with one arm of this draft has nothing to predict from)."""
+    none = {"held_out": None, "held_out_error": None}
+    pts = [(q["k"], q["step_cost"]) for q in others if q["step_cost"] is not None]
+    c = fit_cost(pts)
+    same_level = [(q["k"], q["cell"]) for q in others]
+    alpha = _alpha(same_level)[0] if same_level else None
+    if alpha is None:
+        alpha = _alpha(other_cells)[0] if other_cells else None
+    if c is None or alpha is None:
+        return none
+    pred = predicted_speedup(alpha, row["k"], c)
+    meas = _f(row.get("measured"))
+    if pred is None or meas is None or meas <= 0:
+        return {"held_out": _r(pred), "held_out_error": None}
+    return {"held_out": _r(pred), "held_out_error": _r(pred / meas - 1.0)}
+
+
+def held_out_summary(rows: list[dict[str, Any]], arms: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The model's held-out error over every row that has one: {method, n, median_abs_error, max_abs_error,
+    worst {arm, level, error}, within_ci (predictions inside the measured speedup's 95 % interval), with_ci, text}."""
+    errs = [r for r in rows if r.get("held_out_error") is not None]
+    out: dict[str, Any] = {"method": HELD_OUT_METHOD, "n": len(errs), "median_abs_error": None,
+                           "max_abs_error": None, "worst": None, "within_ci": 0, "with_ci": 0}
+    if not errs:
+        out["text"] = ("not judged on held-out data: no level has two or more arms of one draft with a step cost "
+                       "(baseline TPOT) to predict one from the others, so the fitted values below are in-sample "
+                       "only")
+        return out
+    abs_e = sorted(abs(r["held_out_error"]) for r in errs)
+    mid = len(abs_e) // 2
+    med = abs_e[mid] if len(abs_e) % 2 else (abs_e[mid - 1] + abs_e[mid]) / 2
+    worst = max(errs, key=lambda r: abs(r["held_out_error"]))
+    with_ci = [r for r in errs if r.get("measured_ci95")]
+    inside = [r for r in with_ci if r["measured_ci95"][0] <= r["held_out"] <= r["measured_ci95"][1]]
+    by_id = {a.get("id"): a for a in arms or []}
+    lab = arm_label(by_id[worst["arm"]], list(arms or [])) if worst["arm"] in by_id else worst["arm"]
+    out.update(median_abs_error=_r(med), max_abs_error=_r(abs(worst["held_out_error"])),
+               worst={"arm": worst["arm"], "level": worst["level"], "error": worst["held_out_error"]},
+               within_ci=len(inside), with_ci=len(with_ci))
+    out["text"] = (f"leave one arm out (α from the other arms' per-position acceptance, c from their step cost at "
+                   f"the level): median error {med * 100:.1f} % over {len(errs)} predictions, largest "
+                   f"{worst['held_out_error'] * 100:+.1f} % ({lab} at {worst['level']})"
+                   + (f"; {len(inside)} of {len(with_ci)} inside the measured speedup's 95 % interval" if with_ci
+                      else "") + ".")
+    return out
+
+
 def fit(matrix: dict[str, Any], workload: str, levels: Sequence[int],
         best: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
     """The contract's MODEL for one workload of a concurrency sweep, from the matrix's cells (per-position
-    marginals, acceptance length, median TPOT, the measured speedup) at each level's bench key.
+    marginals, acceptance length, median TPOT, the measured speedup) at each level's bench key. Each row holds the
+    in-sample "fitted" speedup and the "held_out" prediction (_held_out) with its error; "held_out" of the result
+    summarizes that error (held_out_summary); "untried" predicts the k no arm ran.
 
     best: {str(level): {"arm", "k", "verdict"}} (load.analyze's "best") for the "why" sentences. Speculative
     arms are grouped by draft (method, draft); the headline α is the group of the arm recommended at the most
@@ -224,6 +288,7 @@ def fit(matrix: dict[str, Any], workload: str, levels: Sequence[int],
             sc = step_cost(c.get("median_tpot_ms"), c.get("acceptance_length"), base_tpot)
             measured.append({"arm": a["id"], "label": arm_label(a, arms), "k": k, "level": n, "group": draft_group(a),
                              "measured": (c.get("speedup") or {}).get("ratio"),
+                             "measured_ci95": (c.get("speedup") or {}).get("ci95"), "cell": c,
                              "acceptance_length": _f(c.get("acceptance_length")), "step_cost": sc})
         cs: dict[tuple[Any, Any], float | None] = {}
         for g in groups:
@@ -236,12 +301,15 @@ def fit(matrix: dict[str, Any], workload: str, levels: Sequence[int],
             alpha = alpha_lv[g].get(n)
             alpha = alpha if alpha is not None else alpha_all[g][0]
             c = cs[g]
-            pred = predicted_speedup(alpha, r["k"], c) if alpha is not None and c is not None else None
+            fitted = predicted_speedup(alpha, r["k"], c) if alpha is not None and c is not None else None
+            ho = _held_out(r, [q for q in measured if q["group"] == g and q is not r],
+                           [(arm_k(a), cell(a["id"], m)) for a in groups[g] if a["id"] != r["arm"]
+                            for m in levels if cell(a["id"], m)], cell)
             rows.append({"arm": r["arm"], "k": r["k"], "level": n, "measured": r["measured"],
-                         "predicted": _r(pred), "alpha": _r(alpha),
+                         "measured_ci95": r["measured_ci95"], "fitted": _r(fitted), "alpha": _r(alpha),
                          "tokens_per_step": _r(tokens_per_step(alpha, r["k"])) if alpha is not None else None,
                          "acceptance_length": r["acceptance_length"], "step_cost": _r(r["step_cost"]),
-                         "predicted_step_cost": _r(1.0 + r["k"] * c) if c is not None else None})
+                         "fitted_step_cost": _r(1.0 + r["k"] * c) if c is not None else None, **ho})
         ha = alpha_lv[head].get(n)
         ha = ha if ha is not None else alpha_all[head][0]
         tried = {r["k"] for r in measured if r["group"] == head}
@@ -258,7 +326,7 @@ def fit(matrix: dict[str, Any], workload: str, levels: Sequence[int],
         if sentence:
             why[str(n)] = sentence
     alpha, source = alpha_all[head]
-    out = {"alpha": _r(alpha), "alpha_source": source,
+    out = {"alpha": _r(alpha), "alpha_source": source, "held_out": held_out_summary(rows, arms),
            "alpha_by_level": {str(n): _r(alpha_lv[head].get(n)) for n in levels},
            "cost": cost, "rows": rows, "untried": untried, "why": why, "note": NOTE}
     if len(groups) > 1:

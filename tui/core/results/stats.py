@@ -19,7 +19,8 @@ from typing import Any, Iterable, Sequence
 from tui.core.plan.arms import split_key
 from tui.core.results.contamination import usable_repeats
 from tui.core.results.intervals import (  # noqa: F401  (some names re-exported for stats.*)
-    _numbers, betainc, noise_floor, ratio_interval, repeats_to_settle, t_cdf, t_interval, t_quantile, welch_df,
+    _numbers, betainc, noise_floor, ratio_interval, repeats_to_settle, t_cdf, t_interval, t_quantile,
+    welch_difference, welch_df,
 )
 from tui.core.results.acceptance import (  # noqa: F401  (some names re-exported for stats.*)
     al_check, conditional_rates, first_divergence, lossless, per_request_summary, pooled_acceptance,
@@ -106,8 +107,8 @@ def arm_label(arm: dict[str, Any], arms: Sequence[dict[str, Any]]) -> str:
     return base
 
 
-def _overlaps(a: Sequence[float] | None, b: Sequence[float] | None) -> bool:
-    return bool(a and b and a[0] <= b[1] and b[0] <= a[1])
+def _r4(v: float | None) -> float | None:
+    return None if v is None else round(v, 4)
 
 
 def _k(arm: dict[str, Any]) -> float:
@@ -162,6 +163,34 @@ def interval_coverage(repeats: int | None, seeds: Iterable[Any] | None = None, c
     return f"{head}; they cover timing noise only (one seed{one}: every repeat sends the same prompts)."
 
 
+def advantage(faster_values: Sequence[Any] | None, slower_values: Sequence[Any] | None) -> dict[str, Any]:
+    """How much faster one arm is than another, and whether that is proven: the ratio of their mean output
+    throughputs with its 95 % Fieller interval (Welch–Satterthwaite degrees of freedom, ratio_interval) —
+    the same interval as every speedup in the report — plus Welch's t-test on the difference of the means
+    (welch_difference) as a cross-check. Overlapping marginal intervals are not a test of a difference: two
+    95 % intervals can overlap where the difference is significant at p < 0.01.
+
+    {ratio, ci95, unbounded, proven (the interval's lower bound is above 1), gain (ratio − 1), welch_p,
+    repeats_needed (of each arm, for the interval to clear 1 with 80 % power if the observed means and spreads
+    hold; None when it cannot be sized or is already proven)}."""
+    ri = ratio_interval(faster_values or [], slower_values or [])
+    ci = ri["ci95"]
+    w = welch_difference(faster_values or [], slower_values or [])
+    proven = bool(ci) and ci[0] > 1.0
+    return {"ratio": ri["ratio"], "ci95": ci, "unbounded": ri["unbounded"], "proven": proven,
+            "gain": None if ri["ratio"] is None else ri["ratio"] - 1.0,
+            "welch_p": None if w is None else w["p_value"],
+            "repeats_needed": None if proven else repeats_to_settle(faster_values or [], slower_values or [])}
+
+
+def _gain_text(adv: dict[str, Any]) -> str:
+    """ "19 % [6 %, 33 %]": an advantage as a percentage with its interval."""
+    g = adv["gain"] * 100.0
+    if adv["ci95"]:
+        return f"{g:.1f} % [{(adv['ci95'][0] - 1) * 100:.1f} %, {(adv['ci95'][1] - 1) * 100:.1f} %]"
+    return f"{g:.1f} % ({'interval unbounded' if adv['unbounded'] else 'no interval'})"
+
+
 def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[str, Any]]],
               workload: str) -> dict[str, Any]:
     """The tutorial's Step 3 on one workload: {verdict, arm, candidate, text, reason, overlap, stop_tuning,
@@ -170,14 +199,18 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
     - "stop_tuning": the first-position acceptance (first_position_acceptance; not the per-token rate, which
       falls with k) is below 30 % on every measured speculative arm → "stop tuning: validate draft and target
       first", arm None.
-    - "pays": an arm pays when the LOWER bound of its speedup interval is above 1.0x. The paying arm with the
-      highest mean output throughput is the best; among the paying arms whose 95 % throughput intervals
-      overlap the best's, the smallest k is recommended (overlap lists the others). An arm without an
-      interval (one repeat) never pays and is never "clear of" another.
+    - "pays": an arm pays when the LOWER bound of its speedup interval is above 1.0x. Between paying arms the
+      difference itself is tested (advantage: the Fieller interval of the ratio of their throughputs): an arm
+      that another paying arm is proven faster than is out, and of the rest the smallest k is recommended —
+      a larger k is taken only where its advantage is proven. overlap lists the paying arms not told apart
+      from the pick; ahead those among them with a higher mean (gain, ci95 and repeats_needed each), and the
+      text says how much faster they are on average and how many repeats would likely settle it. An arm
+      without an interval (one repeat) never pays and is never proven faster or slower than another.
     - "not_proven": no arm pays but the best mean is above the baseline's (its interval includes 1.0x, is
       unbounded, or it has one repeat): arm None, candidate that arm, repeats_needed the repeats of each
       (arm and baseline) that would likely settle it (repeats_to_settle; None where it cannot be sized).
     - "keep_baseline": the best mean is at or below the baseline's → arm = the baseline's id.
+    - "no_baseline": the baseline has no numbers on this workload, so no speedup can be computed.
     - "none": no speculative arm was measured on this workload."""
     def c(aid: str) -> dict[str, Any] | None:
         return (cells.get(aid) or {}).get(workload)
@@ -186,7 +219,7 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
             and (c(a["id"]) or {}).get("output_throughput", {}).get("mean") is not None]
     base_arm = next((a for a in arms if a.get("kind") == "baseline"), None)
     res: dict[str, Any] = {"verdict": "none", "arm": None, "candidate": None, "text": "", "reason": "",
-                           "overlap": [], "stop_tuning": False, "repeats_needed": None}
+                           "overlap": [], "stop_tuning": False, "repeats_needed": None, "ahead": []}
     if not spec:
         res["text"] = f"no speculative arm was measured on {workload}: nothing to recommend"
         res["reason"] = "no speculative arm has an output throughput on this workload"
@@ -221,6 +254,14 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
                           f"speculative arm ({accs}); tuning k cannot fix a draft that disagrees with the target "
                           "(wrong draft, chat template or tokenizer); the rule reads a quantity that does not "
                           "fall with k, not vLLM's per-token acceptance rate")
+        return res
+
+    base_mean = ((c(base_arm["id"]) or {}).get("output_throughput") or {}).get("mean") if base_arm else None
+    if base_mean is None:
+        res.update(verdict="no_baseline",
+                   text=f"no baseline numbers on {workload}: no speedup can be computed, so nothing is recommended",
+                   reason="the baseline arm has no output throughput on this workload (not run, failed, or its "
+                          "result files are missing); a speculative arm pays only against the baseline")
         return res
 
     def by_mean(a: dict[str, Any]) -> tuple[float, float]:
@@ -269,29 +310,54 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
                    reason="no speculative arm has a mean output throughput above the baseline's")
         return res
 
-    best = max(paying, key=by_mean)
-    best_ci = tput(best)["ci95"]
-    group = [best] + [a for a in paying if a is not best and _overlaps(best_ci, tput(a)["ci95"])]
-    chosen = min(group, key=lambda a: (_k(a), -tput(a)["mean"]))
-    others = [a for a in group if a is not chosen]
+    # The pick between paying arms tests each difference itself (advantage: a Fieller interval on the ratio of
+    # their throughputs): an arm another paying arm is proven faster than is out; of the rest the smallest k.
+    vals = {a["id"]: tput(a).get("values") or [] for a in paying}
+    adv = {(a["id"], b["id"]): advantage(vals[a["id"]], vals[b["id"]]) for a in paying for b in paying if a is not b}
+    beaten = {b["id"] for a in paying for b in paying if a is not b and adv[(a["id"], b["id"])]["proven"]}
+    chosen = min((a for a in paying if a["id"] not in beaten), key=lambda a: (_k(a), -tput(a)["mean"]))
     ct = tput(chosen)
     csp = speedup(chosen)
     text = (f"{lab(chosen)}: {ct['mean']:.1f} tok/s {_fmt_ci(ct['ci95'])}, {csp['ratio']:.2f}x baseline "
             f"{_fmt_ci(csp['ci95'], 2)}")
     lo = csp["ci95"][0]
     reason_bits = [f"pays: its speedup's lower bound {lo:.2f} is above 1.0x"]
-    if others:
-        verb = "overlaps" if len(others) == 1 else "overlap"
-        names = ", ".join(lab(a) if a is not best else f"{lab(a)} ({tput(a)['mean']:.1f} tok/s {_fmt_ci(tput(a)['ci95'])})"
-                          for a in others)
-        text += f"; {names} {verb}: prefer the smaller k"
-        tied_names = ", ".join(lab(a) for a in sorted(group, key=_k))
-        reason_bits.append(f"the 95% throughput intervals of {tied_names} overlap, so they are "
-                           f"not distinguishable over {c(chosen['id'])['repeats']} repeats; the tutorial prefers the "
-                           "smaller k (less draft work, lower latency when it does not pay)")
-    clear = [a for a in paying if a not in group]
+    # faster on average but not proven so: the smaller k stands; say by how much and what would settle it
+    ahead = sorted((a for a in paying if a is not chosen and tput(a)["mean"] > ct["mean"]
+                    and not adv[(a["id"], chosen["id"])]["proven"]), key=lambda a: -tput(a)["mean"])
+    others = [a for a in paying if a is not chosen and a["id"] not in beaten]
+    smaller = [a for a in paying if a is not chosen and _k(a) < _k(chosen) and adv[(chosen["id"], a["id"])]["proven"]]
+    for a in smaller:
+        d = adv[(chosen["id"], a["id"])]
+        reason_bits.append(f"faster than {lab(a)} by {_gain_text(d)}, proven (Welch p = {d['welch_p']:.3g})"
+                           if d["welch_p"] is not None else f"faster than {lab(a)} by {_gain_text(d)}, proven")
+    if smaller:
+        text += ", " + ", ".join(f"{adv[(chosen['id'], a['id'])]['gain'] * 100:.0f} % faster than {lab(a)} (proven)"
+                                 for a in smaller)
+    need = None
+    if ahead:
+        bits = []
+        for a in ahead:
+            d = adv[(a["id"], chosen["id"])]
+            n = d["repeats_needed"]
+            need = n if need is None and n else need
+            settle = (f"about {n} repeats of each would likely settle it" if n else
+                      "more than 100 repeats would be needed at this spread")
+            bits.append(f"{lab(a)} is {d['gain'] * 100:.1f} % faster on average, not proven "
+                        f"({d['ratio']:.2f}x {_fmt_ci(d['ci95'], 2) if d['ci95'] else '(interval unbounded)'}); "
+                        f"{settle}")
+        text += "; " + "; ".join(bits) + ": prefer the smaller k"
+        reason_bits.append("a larger k is taken only when its advantage is proven (the 95 % Fieller interval of the "
+                           "ratio of the two arms' throughputs lies above 1, Welch–Satterthwaite degrees of "
+                           "freedom); otherwise the smaller k (less draft work, lower latency where it does not "
+                           "pay)")
+    clear = [a for a in paying if a is not chosen and a not in smaller and adv[(chosen["id"], a["id"])]["proven"]]
     if clear:
-        reason_bits.append(f"its 95% throughput interval is clear of {', '.join(lab(a) for a in clear)}")
+        reason_bits.append(f"proven faster than {', '.join(lab(a) for a in clear)}")
+    for a in paying:
+        if a["id"] in beaten and a not in smaller and a not in clear:
+            by = [lab(b) for b in paying if b is not a and adv[(b["id"], a["id"])]["proven"]]
+            reason_bits.append(f"{lab(a)} is out: {', '.join(by)} {'is' if len(by) == 1 else 'are'} proven faster")
     for a in spec:
         if a in paying:
             continue
@@ -306,7 +372,10 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
     if acc:
         reason_bits.append(acc)
     res.update(verdict="pays", arm=chosen["id"], candidate=chosen["id"], text=text, reason="; ".join(reason_bits),
-               overlap=[a["id"] for a in others])
+               overlap=[a["id"] for a in others], repeats_needed=need,
+               ahead=[{"arm": a["id"], "gain": _r4(adv[(a["id"], chosen["id"])]["gain"]),
+                       "ci95": adv[(a["id"], chosen["id"])]["ci95"],
+                       "repeats_needed": adv[(a["id"], chosen["id"])]["repeats_needed"]} for a in ahead])
     return res
 
 

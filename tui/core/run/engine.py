@@ -140,6 +140,7 @@ class Engine(StandIn, Resume):
         # Facts from an earlier run in the same directory (e.g. --steps baseline after --steps dataset).
         self._restore_facts()
         self.exit_code: int | None = None
+        self.report_code: int | None = None  # the exit code the last report was written with (write_report may raise it)
         self.attempts: dict[str, int] = {}
         self.opened = False  # open() has been called (it runs once)
         self._stale: tuple[list[str], str, str] | None = None
@@ -439,6 +440,8 @@ class Engine(StandIn, Resume):
                 self._unwritable_seen(err)
             else:
                 report_path = self._write_report(code)
+                if code == ExitCode.OK and self.report_code:  # the report is incomplete: the run did not succeed
+                    code = self.report_code
         self.exit_code = int(code)
         self._emit(RunFinished("", int(code), str(report_path) if report_path else None))
         return int(code)
@@ -588,7 +591,12 @@ class Engine(StandIn, Resume):
     def _write_report(self, code: int) -> Path | None:
         try:
             rep = report_mod.build_report(self.profile, self.run, self.results, self.ctx, code)
-            return report_mod.write_report(self.run, rep)
+            path = report_mod.write_report(self.run, rep)
+            self.report_code = int(rep.get("exit_code", code))  # 1 where the report was written without its charts
+            why = report_mod.incomplete(rep)
+            if why:
+                self._emit(Notice("", "error", why))
+            return path
         except RunDirUnwritable as err:
             self._unwritable_seen(err)
             return None

@@ -18,6 +18,8 @@ from tui.core.profile.errors import ProfileError
 from tui.core.profile.model import profile_from_dict
 from tui.core.steps.base import FactRecorder, StepContext, StepResult
 from tui.core.plan.arms import arm_by_id, arms_of, is_tune
+from tui.core.results.statement import where
+from tui.core.results.stats import arm_label
 
 SNIPPET_KEYS = ("output_throughput", "median_tpot_ms", "median_ttft_ms")
 
@@ -81,25 +83,108 @@ async def run_matrix(ctx: StepContext) -> StepResult:
                        "warn", "first divergence at word " + ", ".join(str(p) for p in firsts[:8]),
                        "greedy speculative decoding should reproduce the baseline: check the draft/target pair "
                        "and dtype; small numeric drift can also diverge late in long outputs")
-    failed = False
-    for wl, rec in (matrix.get("recommendation") or {}).items():
-        if not rec:
-            continue
-        status = "pass"
-        if rec.get("verdict") == "not_proven":
-            status = "warn"  # the run worked; its numbers cannot tell yet (the text says how many repeats would)
-        elif rec.get("stop_tuning") or not rec.get("arm"):
-            status, failed = "fail", True
-        elif rec.get("overlap"):
-            status = "warn"
-        fr.add(f"recommendation ({wl})", rec.get("text") or "n/a", status, rec.get("reason") or "")
+    failed, shorts = recommendation_facts(fr, matrix)
     res = fr.result({"matrix": matrix, **({"schedule_profile": load.get("schedule_profile"),
                                           "schedule_profile_note": load.get("schedule_profile_note")} if load else {})})
     if failed:
         res.status = "failed"
-    recs = [f"{wl}: {r.get('text')}" for wl, r in (matrix.get("recommendation") or {}).items() if r]
-    res.summary = "; ".join(recs) or res.summary
+    res.summary = matrix_summary(matrix, load, fr, shorts)
     return res
+
+
+def recommendation_facts(fr: FactRecorder, matrix: dict[str, Any]) -> tuple[bool, dict[str, str]]:
+    """One fact per workload (or bench key) with its Step 3 recommendation: pass where an arm pays and nothing is
+    left on the table, warn where the numbers cannot tell yet (not proven, a faster arm's advantage not proven, no
+    baseline numbers), fail on stop tuning or where no speculative arm was measured. (whether the step fails, {fact name: what the warning
+    or failure is about in a few words})."""
+    failed = False
+    shorts: dict[str, str] = {}  # what a warning is about, in a few words, for the step's summary
+    labels = {a.get("id"): arm_label(a, matrix.get("arms") or []) for a in matrix.get("arms") or []}
+    for wl, rec in (matrix.get("recommendation") or {}).items():
+        if not rec:
+            continue
+        status = "pass"
+        v = rec.get("verdict")
+        name = f"recommendation ({wl})"
+        if v == "stop_tuning":
+            status, failed = "fail", True
+            shorts[name] = "first-position acceptance below 30 %"
+        elif v in ("not_proven", "no_baseline") or rec.get("ahead"):
+            # the run worked; its numbers cannot tell yet (the text says what is missing or how many repeats
+            # would settle it)
+            status = "warn"
+            ahead = (rec.get("ahead") or [{}])[0]
+            shorts[name] = ({"not_proven": "no k proven to pay", "no_baseline": "no baseline numbers"}.get(v or "") or
+                            f"{labels.get(ahead.get('arm'), ahead.get('arm'))} +{(ahead.get('gain') or 0) * 100:.1f} % "
+                            "not proven")
+        elif not rec.get("arm"):  # no speculative arm measured here
+            status, failed = "fail", True
+            shorts[name] = "no speculative arm measured"
+        fr.add(name, rec.get("text") or "n/a", status, rec.get("reason") or "")
+    return failed, shorts
+
+
+WARN_NAMES_SHOWN = 4  # a summary names this many warnings, then "and N more"
+
+
+def _few_words(text: str, width: int = 48) -> str:
+    """The text cut at a word boundary before `width` (with "…")."""
+    if len(text) <= width:
+        return text
+    cut = text.rfind(" ", 0, width)
+    return (text[:cut].rstrip(",;:") if cut > 0 else text[:width]) + "…"
+
+
+def named(facts: list[Any], word: str, shorts: dict[str, str] | None = None) -> str:
+    """ "2 warnings — recommendation (sonnet@c1): k = 2 +3.8 % not proven; drift k = 1 at c8 (sonnet): acceptance
+    fell…": each fact's name and what it is about in a few words, the first few."""
+    names = [f"{f.name}: {(shorts or {}).get(f.name) or _few_words(f.value)}" for f in facts]
+    shown = "; ".join(names[:WARN_NAMES_SHOWN]) + (f"; and {len(names) - WARN_NAMES_SHOWN} more"
+                                                   if len(names) > WARN_NAMES_SHOWN else "")
+    return f"{len(names)} {word}{'' if len(names) == 1 else 's'} — {shown}"
+
+
+def _best_short(b: dict[str, Any]) -> str:
+    v = b.get("verdict")
+    return {"pays": f"k={b.get('k')}", "keep_baseline": "baseline", "not_proven": "not proven",
+            "no_baseline": "no baseline numbers", "stop_tuning": "stop tuning"}.get(v or "", "not measured")
+
+
+def matrix_summary(matrix: dict[str, Any], load: dict[str, Any] | None, fr: FactRecorder,
+                   shorts: dict[str, str] | None = None) -> str:
+    """The results step's one-line summary of a tune run: the failures and warnings by name first (a "warned" or
+    "failed" status always names what it is about), then the pick per workload — for a load sweep the best k per
+    level, grouped ("sonnet: k=1 at 1–4, baseline at 8–16")."""
+    head = []
+    if fr.failed:
+        head.append(named(fr.failed, "failure", shorts))
+    if fr.warned:  # the recommendations first: they are what the run decides
+        head.append(named(sorted(fr.warned, key=lambda f: not f.name.startswith("recommendation")), "warning",
+                          shorts))
+    picks = []
+    if load and load.get("workloads"):
+        levels = load.get("levels") or []
+        for wl, w in load["workloads"].items():
+            best = w.get("best") or {}
+            groups: dict[str, list[int]] = {}
+            for n in levels:
+                groups.setdefault(_best_short(best.get(str(n)) or {}), []).append(n)
+            picks.append(f"{wl}: " + ", ".join(f"{what} at {where(levels, ns)}" for what, ns in groups.items()))
+    else:
+        for wl, r in (matrix.get("recommendation") or {}).items():
+            if not r:
+                continue
+            arm = next((a for a in matrix.get("arms") or [] if a.get("id") == r.get("arm")), None)
+            sp = (((matrix.get("cells") or {}).get(r.get("arm") or "") or {}).get(wl) or {}).get("speedup") or {}
+            if r.get("verdict") == "pays" and arm is not None and sp.get("ratio") is not None:
+                ci = sp.get("ci95")
+                picks.append(f"{wl}: {arm_label(arm, matrix.get('arms') or [])} {sp['ratio']:.2f}x"
+                             + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""))
+            else:
+                picks.append(f"{wl}: " + {"keep_baseline": "keep the baseline", "not_proven": "not proven",
+                                          "no_baseline": "no baseline numbers", "stop_tuning": "stop tuning",
+                                          }.get(r.get("verdict") or "", "nothing measured"))
+    return " · ".join(head + ([("best — " if head else "") + "; ".join(picks)] if picks else [])) or fr.summary()
 
 
 SCHEDULE_PROFILE = "schedule.toml"  # the sweep's schedule as a ready profile in the run directory
@@ -139,16 +224,21 @@ def _load_facts(fr: FactRecorder, load: dict[str, Any]) -> None:
         for aid, a in (entry.get("arms") or {}).items():
             if a.get("k") is None or not a.get("range_text"):
                 continue
-            status = "pass" if a.get("pays") else "warn"
-            fr.add(f"load {a.get('label') or aid} ({wl})", a["range_text"], status,
-                   (a.get("crossover") or {}).get("text") or "")
+            st = a.get("statement") or {}
+            # where an arm stops paying is a finding, not a fault: only a level without numbers is a warning
+            missing = (st.get("levels") or {}).get("not_measured") or (st.get("levels") or {}).get("no_baseline")
+            status = "warn" if missing else "pass" if a.get("pays") else "info"
+            marks = "; ".join(f"{c['verb']} between {c['after']} and {c['before']}" for c in st.get("changes") or [])
+            detail = "; ".join(x for x in (marks, st.get("note") or "") if x)
+            fr.add(f"load {a.get('label') or aid} ({wl})", a["range_text"], status, detail)
         best = entry.get("best") or {}
         if best:
-            fr.add(f"best k per level ({wl})", ", ".join(
-                f"{lv}: " + ("k=" + str(b["k"]) if b.get("k") else "baseline" if b.get("k") == 0 else "—")
-                for lv, b in best.items()), "info", "")
+            fr.add(f"best k per level ({wl})", ", ".join(f"{lv}: {_best_short(b)}" for lv, b in best.items()),
+                   "info", "")
         if entry.get("schedule"):
-            fr.add(f"schedule ({wl})", json.dumps(entry["schedule"]), "info", entry.get("schedule_text") or "",
+            basis = (entry.get("schedule_basis") or {}).get("text") or ""
+            fr.add(f"schedule ({wl})", json.dumps(entry["schedule"]), "info",
+                   " ".join(x for x in (entry.get("schedule_text"), basis) if x),
                    f"ready profile: {load['schedule_profile']}" if load.get("schedule_profile") else
                    load.get("schedule_profile_note") or "")
         if entry.get("slo_text"):
@@ -156,7 +246,8 @@ def _load_facts(fr: FactRecorder, load: dict[str, Any]) -> None:
         for aid, per in (entry.get("drift") or {}).items():
             for lv, d in (per or {}).items():
                 if d and d.get("drift"):
-                    fr.add(f"drift {aid} c{lv} ({wl})", d.get("text") or "acceptance drifted", "warn",
+                    lab = ((entry.get("arms") or {}).get(aid) or {}).get("label") or aid
+                    fr.add(f"drift {lab} at c{lv} ({wl})", d.get("text") or "acceptance drifted", "warn",
                            "acceptance in the first and last thirds of the bench differ beyond their noise (95 % "
                            "Welch interval of the difference excludes 0)")
     ver = load.get("schedule_verification") or {}
