@@ -60,7 +60,9 @@ def test_with_server_changes_one_table_without_loading_the_profile_again():
 
 def test_speculative_extra_is_merged_into_the_config_and_a_tune_arm_takes_its_first_k_rates(tmp_path):
     prof_file = tmp_path / "p.toml"
-    prof_file.write_text('extends = "tune-demo"\n[speculative.extra]\nrejection_sample_method = "synthetic"\n'
+    # cuda: vLLM's own rejection sampler (vllm-neuron verifies with its own samplers, so neuron refuses synthetic)
+    prof_file.write_text('extends = "llama-3.1-8b-eagle3-cuda"\n[tune]\nnum_speculative_tokens = [1, 2, 3]\n'
+                         '[speculative.extra]\nrejection_sample_method = "synthetic"\n'
                          'synthetic_acceptance_rates = [0.8, 0.5, 0.3]\ndraft_sample_method = "greedy"\n')
     prof = load_profile(str(prof_file))
     assert prof.speculative.extra["rejection_sample_method"] == "synthetic"
