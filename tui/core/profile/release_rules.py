@@ -29,6 +29,7 @@ from tui.core.versions import served_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from tui.core.profile.model import Profile
+    from tui.core.profile.sections import SpeculativeSettings
 
 V2_RUNNER_VAR = "VLLM_USE_V2_MODEL_RUNNER"
 
@@ -103,4 +104,14 @@ def release_problems(prof: "Profile", version: str | None, environ: dict[str, st
     return extra_problems(extra, version) + env_problems(dict(prof.data["server"]["env"]), version, environ)
 
 
-__all__ = ["V2_RUNNER_VAR", "env_problems", "extra_problems", "release_problems"]
+def launch_problems(prof: "Profile", speculative: "SpeculativeSettings | None", version: str | None,
+                    environ: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """What vLLM `version` refuses in one server launch: its speculative settings' extra keys (an arm's own,
+    None for the baseline) and the environment. [] for an unknown version (the launch cannot be checked)."""
+    if not version:
+        return []
+    extra = speculative.extra if speculative is not None else {}
+    return extra_problems(extra, version) + env_problems(dict(prof.data["server"]["env"]), version, environ)
+
+
+__all__ = ["V2_RUNNER_VAR", "env_problems", "extra_problems", "launch_problems", "release_problems"]
