@@ -65,7 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "plays)")
     p.add_argument("--expect", action="append", default=[], metavar="EXPR",
                    help="a gate on the finished run, e.g. 'speedup>=1.15' or 'acceptance>=60' (names from report.json's "
-                        "\"metrics\", or a dotted path into report.json); repeatable; a failed gate exits 1")
+                        "\"metrics\"; NAME@KEY on one bench key, e.g. 'speedup@sonnet@c4>=1.1'; or a dotted path into "
+                        "report.json, e.g. 'matrix.cells.eagle3-k1.sonnet@c4.speedup.ratio>1' or "
+                        "'load.workloads.sonnet.arms.eagle3-k1.levels.4.speedup.ratio>1'); repeatable; a failed gate "
+                        "exits 1, one the run cannot produce exits 2 before anything runs")
     p.add_argument("--list-profiles", action="store_true", help="list the bundled profiles, then exit")
     p.add_argument("--open", metavar="RUN_DIR", dest="open_run",
                    help="browse a finished run (its steps, results and logs) read-only, without starting anything")

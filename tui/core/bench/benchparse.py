@@ -2,7 +2,8 @@
 
 - `parse_result_json(text_or_path)`: the `--save-result` JSON. Shapes: 0.11 (no `failed`, no
   `spec_decode_*`), 0.14+ (`failed`, `spec_decode_*` on spec runs), 0.31+ (`latencies`,
-  `queue_times`), 0.33 (more keys), 0.34 (the same keys; an in-stream error now fails its request), NaN values, `request_rate: "inf"`, `--append-result` files
+  `queue_times`), 0.33 (more keys), 0.34 (the same keys; an in-stream error now fails its request), NaN
+  values, `request_rate: "inf"`, `--append-result` files
   (one object per line: the last one wins) and indented re-dumps (`vllm bench sweep`).
 - `parse_stdout_blocks(text)`: the "Serving Benchmark Result" and "Speculative Decoding" blocks.
 - `first_request_error(text)`: the first failed request's error as bench printed it ("Error 0: ..."),

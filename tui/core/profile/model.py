@@ -140,8 +140,8 @@ class Profile:
 
 
 class _Section:
-    """The tables not yet typed (models, dataset, benchmark, smoke, environment, ...): attribute access to the
-    validated dict. [speculative] and [server] are typed (profile/sections.py)."""
+    """The tables not yet typed (models, dataset, smoke, environment, simulation, ...): attribute access to the
+    validated dict. [speculative], [server], [benchmark] and [tune] are typed (profile/sections.py)."""
 
     def __init__(self, d: dict[str, Any]):
         self._d = d
