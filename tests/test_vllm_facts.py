@@ -14,7 +14,7 @@ import pytest
 import vllm_wheel_facts as gen
 
 from tui.core import vllmfacts
-from tui.core.plan.arms import arms_of
+from tui.core.plan.arms import DYNAMIC_SD_SINCE, arms_of
 from tui.core.plan.build import build_plan
 from tui.core.plan.commands import speculative_config
 from tui.core.profile.model import bundled_profiles, load_profile
@@ -145,6 +145,18 @@ def test_the_plan_uses_only_what_each_release_it_runs_on_has(name):
             if arm.speculative is not None:
                 keys = set(speculative_config(prof, None, arm.speculative))
                 assert keys <= set(fields.settable()), (version, sorted(keys - set(fields.settable())))
+
+
+def test_the_claims_the_app_rests_on_hold_in_every_release():
+    """vLLM's configs forbid unknown keys (why an unknown [speculative.extra] key is refused), and the schedule's
+    validator is the same file in every served release (why DYNAMIC_SD_SINCE is 0.29)."""
+    hashes = {json.loads((gen.FIXTURES / v / "SOURCE.json").read_text())["files_sha256"][
+        "vllm/v1/spec_decode/dynamic/utils.py"] for v in VERSIONS}
+    assert len(hashes) == 1
+    assert DYNAMIC_SD_SINCE == (0, 29)
+    for v in VERSIONS:
+        assert vllmfacts.marker(v, "config_forbids_unknown_keys").startswith("vllm/config/utils.py:")
+        assert "num_speculative_tokens_per_batch_size" in vllmfacts.speculative_fields(v).fields
 
 
 def test_the_served_rule_is_stated_once_and_matches_the_facts():

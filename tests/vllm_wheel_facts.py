@@ -44,6 +44,7 @@ LITERALS = {"SpeculativeMethod": "methods", "RejectionSampleMethod": "rejection_
 
 # Behaviour markers: (name, source file in the wheel, regular expression of the line that carries it).
 MARKERS = (
+    ("config_forbids_unknown_keys", "vllm/config/utils.py", r'ConfigDict\(extra="forbid"\)'),
     ("model_runner_v1_removed", "vllm/platforms/interface.py",
      r"VLLM_USE_V2_MODEL_RUNNER=\{value\} is no longer supported"),
     ("unknown_vllm_env_detected", "vllm/platforms/interface.py", r"Unknown vLLM environment variable detected"),
@@ -55,6 +56,8 @@ MARKERS = (
      r"^CHAT_TEMPLATE_BACKENDS = "),
 )
 
+# Files recorded by their sha256 only (a claim that they are the same in several releases is checked on these).
+HASHED = ("vllm/v1/spec_decode/dynamic/utils.py",)
 # Modules whose presence or absence matters (vllm-neuron imports the first; the CPU synthetic-sampling fallback
 # lives in the third; dynamic speculative decoding's schedule validator in the last).
 PRESENCE = ("vllm/v1/spec_decode/metadata.py", "vllm/v1/worker/gpu_model_runner.py", "vllm/utils/cpu_triton_utils.py",
@@ -131,7 +134,7 @@ def excerpt(wheel: Path, dest_root: Path = FIXTURES) -> Path:
         version = re.search(r"__version__ = version = '([^']+)'", ver_src).group(1)  # type: ignore[union-attr]
         commit = re.search(r"commit_id = '([^']*)'", ver_src)
         built = zf.getinfo(VERSION_FILE).date_time
-        wanted = {SPECULATIVE, *BENCH_SOURCES, *(p for _, p, _ in MARKERS)}
+        wanted = {SPECULATIVE, *BENCH_SOURCES, *(p for _, p, _ in MARKERS), *HASHED}
         files = {p: zf.read(p).decode() for p in sorted(wanted) if p in names}
     d = dest_root / version
     d.mkdir(parents=True, exist_ok=True)

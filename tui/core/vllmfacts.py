@@ -91,6 +91,7 @@ def source(version: str | None) -> WheelSource | None:
     return WheelSource(key, s["wheel"], s["wheel_sha256"], s["built"], s.get("commit"))
 
 
+@lru_cache(maxsize=64)
 def speculative_fields(version: str | None) -> SpeculativeFields | None:
     """`SpeculativeConfig`'s fields in `version` (X.Y.Z read as X.Y.0), None when no facts are recorded for it."""
     hit = _entry(version)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from tui.core import vllmfacts
@@ -70,9 +71,14 @@ def span_text(versions: list[str]) -> str:
     return f"{minors[0]} to {minors[-1]}"
 
 
+@lru_cache(maxsize=1)
+def _settable() -> tuple[str, ...]:
+    return tuple(k for k in _union("settable") if k not in MODELLED_SPEC_KEYS)
+
+
 def settable_keys() -> list[str]:
     """Every key some served release's --speculative-config takes, less the ones the profile models."""
-    return [k for k in _union("settable") if k not in MODELLED_SPEC_KEYS]
+    return list(_settable())
 
 
 def nearest(key: str, candidates: list[str]) -> str | None:
