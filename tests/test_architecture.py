@@ -10,7 +10,7 @@ import pytest
 
 # Ground first. A floor may import the floors listed before it, never one after it.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("ground", ("tui.core", "tui.core.events", "tui.core.versions", "tui.core.secrets")),
+    ("ground", ("tui.core", "tui.core.events", "tui.core.versions", "tui.core.vllmfacts", "tui.core.secrets")),
     ("bench", ("tui.core.bench",)),
     ("store", ("tui.core.store",)),
     ("host", ("tui.core.host",)),

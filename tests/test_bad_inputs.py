@@ -964,8 +964,8 @@ GATE_CASES = [
     ("unknown-arm-matrix", "tune-demo", "matrix.cells.eagle3-k7.sonnet.speedup.ratio>1",
      "arm 'eagle3-k7' is not an arm of this profile (its arms: baseline, eagle3-k1, eagle3-k2, eagle3-k3)"),
     ("unknown-workload", "tune-demo", "matrix.cells.eagle3-k1.code.speedup.ratio>1",
-     "workload 'code' is not benchmarked by this profile (its workloads: sonnet, chat)"),
-    ("unknown-workload-recommendation", "tune-demo", "matrix.recommendation.code.arm>1", "workload 'code'"),
+     "bench key 'code' is not a bench key of this profile (its bench keys: sonnet, chat)"),
+    ("unknown-workload-recommendation", "tune-demo", "matrix.recommendation.code.arm>1", "bench key 'code'"),
     ("speedup-lo-one-repeat", "ONE_REPEAT", "speedup_lo>1", "tune.repeats = 1 gives none"),
 ]
 
@@ -1292,10 +1292,12 @@ VLLM_VERSION_CASES = [
     ("blank", ["--demo", "--show-commands", "--vllm-version", " "], "--vllm-version is empty"),
     ("empty-headless", ["--demo", "--headless", "--vllm-version="], "--vllm-version is empty"),
     ("too-old", ["--demo", "--show-commands", "--vllm-version", "0.24.0"],
-     "--vllm-version 0.24.0 is outside the vLLM versions specdec-tui serves (0.29 to 0.33)"),
-    ("just-below", ["--demo", "--show-commands", "--vllm-version", "0.28.9"], "serves (0.29 to 0.33)"),
-    ("too-new", ["--demo", "--show-commands", "--vllm-version", "0.34.0"], "serves (0.29 to 0.33)"),
-    ("major", ["--demo", "--show-commands", "--vllm-version", "1.0"], "serves (0.29 to 0.33)"),
+     "--vllm-version 0.24.0: vLLM 0.24.0 is outside the releases specdec-tui serves on platform 'neuron' (0.29 to 0.33)"),
+    ("just-below", ["--demo", "--show-commands", "--vllm-version", "0.28.9"], "serves on platform 'neuron' (0.29 to 0.33)"),
+    ("too-new", ["--demo", "--show-commands", "--vllm-version", "0.34.0"], "vllm-neuron has no release for vLLM 0.34"),
+    ("major", ["--demo", "--show-commands", "--vllm-version", "1.0"], "serves on platform 'neuron' (0.29 to 0.33)"),
+    ("cuda-too-new", ["--profile", "llama-3.1-8b-eagle3-cuda", "--show-commands", "--vllm-version", "0.35.0"],
+     "serves on platform 'cuda' (0.29 to 0.34)"),
     ("word", ["--demo", "--show-commands", "--vllm-version", "latest"], "is not a version"),
 ]
 
@@ -1309,7 +1311,9 @@ def test_bad_vllm_versions(capsys, monkeypatch, tmp_path, args, fragment):
     assert not (tmp_path / "specdec-runs").exists()
 
 
-@pytest.mark.parametrize("version", ["0.29.0", "0.33.2rc1", "0.32.0+cpu"])
-def test_served_vllm_versions_are_shown(capsys, monkeypatch, tmp_path, version):
-    rc, out, err = inproc(capsys, monkeypatch, tmp_path, "--demo", "--show-commands", "--vllm-version", version)
+@pytest.mark.parametrize("profile,version", [("demo", "0.29.0"), ("demo", "0.33.2rc1"), ("cpu", "0.32.0+cpu"),
+                                             ("llama-3.1-8b-eagle3-cuda", "0.34.0")])
+def test_served_vllm_versions_are_shown(capsys, monkeypatch, tmp_path, profile, version):
+    rc, out, err = inproc(capsys, monkeypatch, tmp_path, "--profile", profile, "--show-commands", "--vllm-version",
+                          version)
     assert rc == 0 and out.startswith(f"# vLLM {version} (given with --vllm-version)"), err

@@ -1,24 +1,27 @@
-"""vLLM 0.29 - 0.33 benchmarking: sonnet where the bench has it (< 0.32), the same sonnet prompts built as a
+"""vLLM 0.29 - 0.34 benchmarking: sonnet where the bench has it (< 0.32), the same sonnet prompts built as a
 custom JSONL (tui/tools/sonnet_custom.py) where it does not (>= 0.32); bench_argv and --show-commands per
-version; the simulator's bench per version; failed requests judged by the result file."""
+version; the simulator's bench per version; failed requests judged by the result file; from 0.34 an in-stream error fails its request."""
 
 from __future__ import annotations
 
 import asyncio
+import http.server
 import importlib.util
 import json
 import os
 import random
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from e2e_util import child_env, demo_variant, load_report
-from test_sim_bench import MODEL, SimServer, free_port, sim_env, write_verse
+from test_sim_bench import MODEL, SimServer, _chunk, _send, free_port, sim_env, write_verse
 from tui.core.plan import commands as cmd
-from tui.core.bench.benchparse import first_request_error, parse_result_json, parse_stdout_blocks
+from tui.core.bench.benchparse import (first_request_error, parse_result_json, parse_stdout_blocks,
+                                       stream_errors_counted)
 from tui.core.profile.model import load_profile
 from tui.sim.bench import DATASET_CHOICES_032, chat_template, sample_sonnet
 from tui.sim.tokens import tokenize
@@ -606,3 +609,72 @@ def test_sim_0_32_result_shape_equals_the_real_vllm_0_32(server, tmp_path):
     assert blocks["serving"]["Output token throughput (tok/s)"] == round(res.output_throughput, 2)
     assert blocks["spec"]["Acceptance rate (%)"] == round(res.spec.acceptance_rate, 2)
     assert first_request_error(real_out) is None
+
+
+# --------------------------------------------------------------------------------------------- vLLM 0.34
+
+
+def test_an_in_stream_error_fails_the_request_from_034_and_counted_as_completed_before():
+    """vLLM 0.34's client (vllm/benchmarks/lib/endpoint_request_func.py, `if error := data.get("error")`) fails a
+    request whose SSE stream carries {"error": ...} and records that value as JSON; 0.33 skipped the chunk and
+    counted the request as completed. The simulator's bench follows the version it plays, and the app's reader
+    names the server's message from the printed error."""
+    err = {"message": "KV cache exhausted", "type": "InternalServerError", "param": None, "code": 500}
+    parts = [_chunk(" a"), b"data: " + json.dumps({"error": err}).encode() + b"\n\n", b"data: [DONE]\n\n"]
+    old = _send(parts, vt=(0, 33, 0))
+    assert old.success and old.generated_text == " a"
+    new = _send(parts, vt=(0, 34, 0))
+    assert not new.success and json.loads(new.error) == err
+    printed = f"Failed requests during benchmark run detected (capping to 10):\nError 0: {new.error}\n"
+    assert first_request_error(printed) == ("the server's stream reported an error: KV cache exhausted "
+                                            "(InternalServerError, 500)")
+    assert [stream_errors_counted(v) for v in ("0.29.0", "0.33.0", "0.34.0", "0.35.0", None)] == \
+        [False, False, True, True, None]
+
+
+def _recording_chat_server(bodies: list[dict]):
+    """A loopback /v1/chat/completions that records each request body and streams one chunk, usage and [DONE]."""
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            chunk = {"choices": [{"index": 0, "delta": {"content": " ok"}}]}
+            usage = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 1}}
+            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\ndata: " + json.dumps(usage).encode()
+                             + b"\n\ndata: [DONE]\n\n")
+
+        def log_message(self, *a):  # quiet
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+@pytest.mark.parametrize("version,templated", [("0.33.0", True), ("0.34.0", False)])
+def test_the_simulated_bench_applies_the_chat_template_on_a_chat_backend_only_before_034(tmp_path, version, templated):
+    """Without --skip-chat-template, a custom dataset on openai-chat was templated client-side (and again by the
+    server) up to 0.33; 0.34 never templates on chat backends (CHAT_TEMPLATE_BACKENDS). The app always passes
+    --skip-chat-template, so its prompts are the same on both."""
+    bodies: list[dict] = []
+    srv = _recording_chat_server(bodies)
+    try:
+        data = tmp_path / "p.jsonl"
+        data.write_text(json.dumps({"prompt": "Count to three"}) + "\n")
+        args = ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions", "--base-url",
+                f"http://127.0.0.1:{srv.server_address[1]}", "--model", MODEL, "--dataset-name", "custom",
+                "--dataset-path", str(data), "--custom-output-len", "4", "--num-prompts", "1", "--disable-tqdm"]
+        for skip in (False, True):
+            bodies.clear()
+            r = subprocess.run([sys.executable, "-m", "tui.sim", "bench", "serve", *args,
+                                *(["--skip-chat-template"] if skip else [])],
+                               env=sim_env(tmp_path, vllm_version=version), cwd=tmp_path, capture_output=True,
+                               text=True, timeout=120)
+            assert r.returncode == 0, r.stderr[-2000:]
+            sent = [b["messages"][-1]["content"] for b in bodies]
+            contents = [c if isinstance(c, str) else "".join(p.get("text", "") for p in c) for c in sent]
+            assert contents and all(("Count to three" == c) == (skip or not templated) for c in contents), contents
+    finally:
+        srv.shutdown()

@@ -185,3 +185,37 @@ def test_existing_flags_unchanged(capsys):
     assert "unrecognized arguments: --frobnicate" in capsys.readouterr().err
     assert main(["--profile", "compare", "--show-commands"]) == 2  # a profile named compare is still a profile
     assert "compare" in capsys.readouterr().err
+
+
+# -- chat acceptance across vLLM 0.34's chat-template change ---------------------------------------------------
+
+def _chat_run(version: str, skip: bool) -> dict:
+    rep = matrix_report(f"/runs/{version}")
+    rep["versions"] = {"vllm": version}
+    flags = " --skip-chat-template" if skip else ""
+    rep["bench_commands"] = {"eagle3-k1": [
+        {"workload": "chat", "repeat": 1, "command": "vllm bench serve --backend openai-chat --endpoint "
+                                                      f"/v1/chat/completions --dataset-name custom{flags}"},
+        {"workload": "sonnet", "repeat": 1, "command": "vllm bench serve --dataset-name custom --skip-chat-template"}]}
+    return rep
+
+
+def test_chat_acceptance_across_the_034_template_change_is_flagged(tmp_path):
+    """vLLM 0.34's bench stopped applying the chat template client-side on chat backends
+    (vllm/benchmarks/datasets/datasets.py CHAT_TEMPLATE_BACKENDS): a chat bench without --skip-chat-template
+    measured other prompts on 0.33 than on 0.34; the app's own (with the flag) sent the same ones."""
+    same = [_chat_run("0.33.0", True), _chat_run("0.34.0", True)]
+    note = cmp.chat_template_note(same)
+    assert note["severity"] == "info" and "0.33.0 and 0.34.0" in note["text"] and "same prompts" in note["text"]
+    mixed = [_chat_run("0.33.0", False), _chat_run("0.34.0", True)]
+    note = cmp.chat_template_note(mixed)
+    assert note["severity"] == "warning" and "templated twice" in note["text"] and "not the same quantity" in note["text"]
+    assert cmp.chat_template_note([_chat_run("0.33.0", False), _chat_run("0.32.0", False)]) is None  # one side only
+    assert cmp.chat_template_note([matrix_report(), _chat_run("0.34.0", False)]) is None  # no version on one side
+    doc = cmp.compare_json(mixed)
+    assert doc["notes"] == [cmp.chat_template_note(mixed)]
+    a, b = write_run(tmp_path / "a", mixed[0]), write_run(tmp_path / "b", mixed[1])
+    r = subprocess.run([sys.executable, "-m", "tui", "compare", "--headless", str(a), str(b)], capture_output=True,
+                       text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 0 and "warning: Acceptance over chat is compared across vLLM 0.33.0 and 0.34.0" in \
+        " ".join(r.stdout.split()), r.stdout[-2000:]

@@ -102,10 +102,10 @@ def test_full_demo_headless_json_report(tmp_path):
     md = (run_dir / "report.md").read_text()
     assert md.splitlines()[2].startswith("**✓ EAGLE3 pays" if speedup > 1.0 else "**✗ Speculation did not pay")
     for needle in ("## Settings", "| Tensor / pipeline parallel | 16 / 1 |", "| Speculative method, tokens (k) | eagle3, 1 |",
-                   "| Input / output length | 512 / 64 |", "## Versions", "vllm `0.24.0`", "## Commands",
+                   "| Input / output length | 512 / 64 |", "## Versions", "vllm `0.29.0`", "## Commands",
                    "--speculative-config", "## Dataset", rep["dataset"]["sha256"], "P90 TPOT (ms)"):
         assert needle in md, needle
-    assert rep["settings"]["num_prompts"] == 10 and rep["versions"]["vllm"] == "0.24.0"
+    assert rep["settings"]["num_prompts"] == 10 and rep["versions"]["vllm"] == "0.29.0"  # the demo plays 0.29
     assert set(rep["commands"]) == {"baseline", "eagle3"}
     assert json.loads((run_dir / "eagle3.smoke.json").read_text())["text"] == "6 7 8 9 10 "
 

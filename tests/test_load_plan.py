@@ -111,8 +111,9 @@ def test_bad_load_and_passthrough_settings_are_refused_naming_the_key(tmp_path, 
 
 
 @pytest.mark.parametrize("sched,ok", [
-    ([[1, 2, 2], [3, 16, 0]], True),
+    ([[1, 2, 1], [3, 16, 0]], True),
     ([[1, 16, 1]], True),
+    ([[1, 2, 2], [3, 16, 0]], False),  # k = 2 above the arm with k = 1: vLLM would cap it silently
     ([[2, 16, 1]], False),  # must start at 1
     ([[1, 4, 2], [4, 16, 1]], False),  # overlapping
     ([[1, 4, -1]], False),

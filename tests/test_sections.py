@@ -10,7 +10,8 @@ from tui.core.plan.arms import arms_of
 from tui.core.plan.commands import serve_argv, speculative_config
 from tui.core.profile.model import load_profile
 from tui.core.profile.schema import SCHEMA
-from tui.core.profile.sections import ServerSettings, SpeculativeSettings
+from tui.core.profile.sections import (BenchmarkSettings, DraftSettings, ServerSettings, SloSettings, SpeculativeSettings,
+                                      TuneSettings)
 from tui.core.results.stats import ARM_KEYS, arm_k
 
 
@@ -60,7 +61,9 @@ def test_with_server_changes_one_table_without_loading_the_profile_again():
 
 def test_speculative_extra_is_merged_into_the_config_and_a_tune_arm_takes_its_first_k_rates(tmp_path):
     prof_file = tmp_path / "p.toml"
-    prof_file.write_text('extends = "tune-demo"\n[speculative.extra]\nrejection_sample_method = "synthetic"\n'
+    # cuda: vLLM's own rejection sampler (vllm-neuron verifies with its own samplers, so neuron refuses synthetic)
+    prof_file.write_text('extends = "llama-3.1-8b-eagle3-cuda"\n[tune]\nnum_speculative_tokens = [1, 2, 3]\n'
+                         '[speculative.extra]\nrejection_sample_method = "synthetic"\n'
                          'synthetic_acceptance_rates = [0.8, 0.5, 0.3]\ndraft_sample_method = "greedy"\n')
     prof = load_profile(str(prof_file))
     assert prof.speculative.extra["rejection_sample_method"] == "synthetic"
@@ -70,3 +73,29 @@ def test_speculative_extra_is_merged_into_the_config_and_a_tune_arm_takes_its_fi
         assert cfg["synthetic_acceptance_rates"] == [0.8, 0.5, 0.3][:k]
         assert cfg["draft_sample_method"] == "greedy" and cfg["num_speculative_tokens"] == k
     assert prof.speculative.as_table()["extra"] == prof.data["speculative"]["extra"]
+
+
+def test_tune_and_benchmark_are_typed_frozen_sections_with_the_schemas_keys():
+    prof = load_profile("tune-load-demo")
+    t = prof.tune
+    assert isinstance(t, TuneSettings) and load_profile("demo").tune is None
+    assert [f.name for f in dataclasses.fields(TuneSettings)] == list(SCHEMA["tune"])
+    assert [f.name for f in dataclasses.fields(BenchmarkSettings)] == list(SCHEMA["benchmark"])
+    assert t.num_speculative_tokens == tuple(prof.data["tune"]["num_speculative_tokens"])
+    assert t.levels == (1, 2, 4, 8, 16) and t.min_waves == prof.data["tune"]["min_waves"]
+    assert t.slo == SloSettings(ttft_ms=350.0, tpot_ms=14.0) and t.slo.share == 0.9
+    assert t.slo.limits() == {"ttft_ms": 350.0, "tpot_ms": 14.0} and t.slo.as_table() == prof.data["tune"]["slo"]
+    assert t.as_table() == {**prof.data["tune"], "drafts": {}}
+    assert prof.benchmark.as_table() == prof.data["benchmark"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.repeats = 9  # type: ignore[misc]
+    hash(t)  # a value: hashable, tuples all the way
+
+
+def test_named_drafts_are_typed(tmp_path):
+    f = tmp_path / "p.toml"
+    f.write_text('extends = "tune"\n[tune.drafts.redhat]\nmodel = "RedHatAI/x"\n[tune.drafts.mine]\nmodel = "./d"\n'
+                 'method = "eagle"\n')
+    prof = load_profile(str(f))
+    assert prof.tune.drafts == (DraftSettings("redhat", "RedHatAI/x", None), DraftSettings("mine", "./d", "eagle"))
+    assert [a.id for a in arms_of(prof) if a.speculative][:2] == ["eagle3-k1-redhat", "eagle3-k2-redhat"]

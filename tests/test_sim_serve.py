@@ -22,6 +22,7 @@ import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tui.core.versions import DEMO_VLLM
 from tui.sim import logs, model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -366,7 +367,7 @@ def test_bad_json_exits_2(tmp_path):
 
 
 def test_startup_phases_in_order(baseline, eagle3):
-    order = ["vLLM API server version 0.24.0", "non-default args:", "Initialized NeuronWorker",
+    order = [f"vLLM API server version {DEMO_VLLM}", "non-default args:", "Initialized NeuronWorker",
              "Loading weights from openai/gpt-oss-120b", "Weight loading completed in",
              "NeuronModel loading complete", "Neuron HBM:", "Extracting graphs for 1 prefill buckets: [(512, 512)]",
              "Extracting 1 decode compile targets: [(1, 768)]", "Compilation cache key:", "Local cache miss for key:",
@@ -401,7 +402,7 @@ def test_health_refused_then_ok(baseline):
     r = httpx.get(f"{baseline.url}/health", timeout=10)
     assert r.status_code == 200 and r.content == b""
     assert httpx.get(f"{baseline.url}/ping", timeout=10).status_code == 200
-    assert httpx.get(f"{baseline.url}/version", timeout=10).json() == {"version": "0.24.0"}
+    assert httpx.get(f"{baseline.url}/version", timeout=10).json() == {"version": DEMO_VLLM}
     assert "server_load" in httpx.get(f"{baseline.url}/load", timeout=10).json()
 
 

@@ -7,6 +7,8 @@ import pytest
 from tui.core import versions
 from tui.core.plan.commands import dataset_mode
 from tui.core.plan.workloads import serve_flags_for_per_request
+from tui.core.profile.model import load_profile
+from tui.sim.config import sim_config
 
 
 @pytest.mark.parametrize("text, rel", [
@@ -60,3 +62,24 @@ def test_engine_and_simulator_share_it():
     # the simulated serve parser has the per-request flag from 0.29 on, whatever the suffix
     assert "--per-request-spec-decode-metrics" in sim_serve.build_parser("0.29.0+sim").format_help()
     assert "--per-request-spec-decode-metrics" not in sim_serve.build_parser("0.28.1").format_help()
+
+
+@pytest.mark.parametrize("version,platform,served", [
+    ("0.29.0", "neuron", True), ("0.33.9", "neuron", True), ("0.34.0", "neuron", False), ("0.28.9", "cuda", False),
+    ("0.34.0", "cuda", True), ("0.34.2rc1", "cpu", True), ("0.35.0", "cuda", False), ("0.34.0", None, True),
+    ("1.0", None, False), ("0.32.0+cpu", "cpu", True),
+])
+def test_one_served_rule(version, platform, served):
+    problem = versions.served_problem(version, platform)
+    assert (problem is None) == served, problem
+    if not served:
+        assert f"vLLM {version} is outside the releases specdec-tui serves" in problem
+        assert versions.served_text(platform) in problem
+
+
+def test_the_neuron_limit_says_why_and_the_demo_plays_a_served_release():
+    assert "vllm.v1.spec_decode.metadata" in versions.served_problem("0.34.0", "neuron")
+    assert "vllm.v1.spec_decode.metadata" not in versions.served_problem("0.35.0", "neuron")  # past every platform
+    assert versions.served_problem(versions.DEMO_VLLM, "neuron") is None
+    assert versions.served_text() == "0.29 to 0.34" and versions.served_text("neuron") == "0.29 to 0.33"
+    assert load_profile("demo").declared_vllm_version == versions.DEMO_VLLM == sim_config({})["vllm_version"]

@@ -28,6 +28,7 @@ from .core.events import STEP_IDS
 from .core.profile.model import ProfileError, bundled_profiles, load_profile, with_absolute_paths
 from .core.run.reuse import check_reuse
 from .core.secrets import add_secrets_from_env, redact
+from .core.versions import served_text
 from .core.store.rundir import (
     RunDirStateError,
     default_run_dir,
@@ -68,10 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print report.json on stdout (progress goes to stderr)")
     p.add_argument("--show-commands", action="store_true", help="print the exact commands the profile runs, then exit")
     p.add_argument("--vllm-version", metavar="X.Y.Z",
-                   help="with --show-commands: show the commands for this vLLM version instead of the detected one")
+                   help=f"with --show-commands: show the commands for this vLLM version ({served_text()}; neuron: "
+                        f"{served_text('neuron')}) instead of the detected one (a simulated profile: the version it "
+                        "plays)")
     p.add_argument("--expect", action="append", default=[], metavar="EXPR",
                    help="a gate on the finished run, e.g. 'speedup>=1.15' or 'acceptance>=60' (names from report.json's "
-                        "\"metrics\", or a dotted path into report.json); repeatable; a failed gate exits 1")
+                        "\"metrics\"; NAME@KEY on one bench key, e.g. 'speedup@sonnet@c4>=1.1'; or a dotted path into "
+                        "report.json, e.g. 'matrix.cells.eagle3-k1.sonnet@c4.speedup.ratio>1' or "
+                        "'load.workloads.sonnet.arms.eagle3-k1.levels.4.speedup.ratio>1'); repeatable; a failed gate "
+                        "exits 1, one the run cannot produce exits 2 before anything runs")
     p.add_argument("--list-profiles", action="store_true", help="list the bundled profiles, then exit")
     p.add_argument("--open", metavar="RUN_DIR", dest="open_run",
                    help="browse a finished run (its steps, results and logs) read-only, without starting anything")
@@ -98,47 +104,53 @@ def _version_text() -> str:
 _VERSION_RE = re.compile(r"^\d+\.\d+(\.\d+)?([.+-]?[0-9A-Za-z.+-]*)?$")
 
 
-# The vLLM releases the app serves (README: 0.29, what Neuron SDK 2.33 pins, to 0.33), as (major, minor).
-SERVED_VLLM = ((0, 29), (0, 33))
-
-
-def _vllm_version_problem(given: str) -> str | None:
-    """Why --vllm-version `given` cannot be used (not a version, or outside SERVED_VLLM), else None."""
+def _vllm_version_problem(given: str, platform: str | None = None) -> str | None:
+    """Why --vllm-version `given` cannot be used (not a version, or outside the releases served on `platform`:
+    tui/core/versions.py, the one rule), else None."""
     from .core import versions
 
-    lo, hi = SERVED_VLLM
-    served = f"{lo[0]}.{lo[1]} to {hi[0]}.{hi[1]}"
+    served = versions.served_text(platform)
     rel = versions.release(given) if _VERSION_RE.match(given) else None
     if rel is None:
         return f"--vllm-version {given!r} is not a version; give it as X.Y.Z (e.g. 0.32.0), a vLLM from {served}."
-    if not lo <= tuple(rel[:2]) + (0,) * (2 - len(rel[:2])) <= hi:
-        return (f"--vllm-version {given} is outside the vLLM versions specdec-tui serves ({served}): the commands "
-                f"shown would not be the ones a run uses. Give a version from {lo[0]}.{lo[1]}.0 to {hi[0]}.{hi[1]}.x, "
-                "or leave --vllm-version out to use the version server.command's vLLM reports.")
+    outside = versions.served_problem(given, platform)
+    if outside:
+        return (f"--vllm-version {given}: {outside}, so the commands shown would not be the ones a run uses. Give a "
+                f"version from {served} (e.g. {served.split(' to ')[0]}.0), or leave --vllm-version out to use the "
+                "version server.command's vLLM reports.")
     return None
 
 
 def _show_commands(profile, args: argparse.Namespace) -> int:
-    """--show-commands: the commands for the given (--vllm-version), detected or unknown vLLM version."""
+    """--show-commands: the commands for the given (--vllm-version), stated ([simulation] vllm_version: the release
+    the simulator plays, which its run uses), detected or unknown vLLM version. What that release refuses in the
+    profile ([speculative.extra] keys, server.env) is a profile error, exit 2 (tui/core/profile/release_rules.py)."""
     from .core.plan.commands import Placeholders
     from .core.plan.build import show_commands_text
     from .core.host.interpreter import find_server_interpreter, probe_vllm_version, server_launch_env
+    from .core.profile.release_rules import release_problems
 
     # the run directory as a run would use it (absolute: tui.core.run.engine resolves it once)
     run_dir = os.path.abspath(args.run_dir) if args.run_dir else "./specdec-runs/<run>"
     ph = Placeholders(run_dir=run_dir)
     environ = dict(os.environ)
     if args.vllm_version:
-        problem = _vllm_version_problem(args.vllm_version)
+        problem = _vllm_version_problem(args.vllm_version, profile.platform)
         if problem:
             return _fail_usage(problem)
         version, source = args.vllm_version, "given"
+    elif profile.declared_vllm_version:
+        version, source = profile.declared_vllm_version, "simulated"
     else:
         try:
             version = probe_vllm_version(profile, ph, environ)
         except Exception:  # an unprobeable command only means "unknown"
             version = None
-        source = ("simulated" if profile.simulated else "detected") if version else "unknown"
+        source = "detected" if version else "unknown"
+    for _path, text in release_problems(profile, version)[:1]:
+        how = {"given": "given with --vllm-version", "detected": "what server.command's vLLM reports",
+               "simulated": "the release [simulation] vllm_version plays"}.get(source, source)
+        return _fail_usage(f"profile {profile.source} at vLLM {version} ({how}): {text}")
     interp = find_server_interpreter(ph.resolve(profile.server.command[0]), server_launch_env(profile, ph, environ))
     python = interp.argv if interp.python else None
     sys.stdout.write(redact(show_commands_text(profile, run_dir, version, source, vllm_python=python)))
@@ -253,8 +265,7 @@ def _main(argv: list[str] | None, web: bool = False) -> int:
     except UsageError as exc:
         return _fail_usage(str(exc))
     if args.vllm_version is not None and not args.vllm_version.strip():
-        return _fail_usage("--vllm-version is empty; give a vLLM version X.Y.Z from "
-                           f"{SERVED_VLLM[0][0]}.{SERVED_VLLM[0][1]} to {SERVED_VLLM[1][0]}.{SERVED_VLLM[1][1]} "
+        return _fail_usage(f"--vllm-version is empty; give a vLLM version X.Y.Z from {served_text()} "
                            "with --show-commands (e.g. --vllm-version 0.32.0), or leave the option out.")
     if args.version:
         print(_version_text())

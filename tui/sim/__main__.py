@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     if cmd in ("--version", "-v"):
         from .config import sim_config
 
-        print(sim_config().get("vllm_version", "0.24.0"))
+        print(sim_config()["vllm_version"])
         return 0
     print(f"{prog}: error: argument subparser: invalid choice: {cmd!r} (choose from 'serve', 'bench', 'hub', 'stand-in')",
           file=sys.stderr)

@@ -6,13 +6,15 @@ import json
 import os
 from typing import Any
 
+from ..core.versions import DEMO_VLLM  # the served release Neuron SDK 2.33 pins
+
 ENV_VAR = "SPECDEC_SIM"
 
 # Demo-like defaults used when the simulator runs without a profile (ready within about 10 s).
 DEFAULTS: dict[str, Any] = {
     "time_scale": 1.0,  # startup phases (weights, compile, warmup)
     "token_time_scale": 1.0,  # serving: TTFT and decode steps
-    "vllm_version": "0.24.0",
+    "vllm_version": DEMO_VLLM,  # one rule: tui/core/versions.py
     "weights_s": 2.0,
     "draft_s": 0.5,
     "hlo_s": 0.5,

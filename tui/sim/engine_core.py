@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..core.versions import DEMO_VLLM
 from . import cores as core_claims
 from .config import sim_config
 from .specconfig import NEURON_SCHEDULE_ERROR, SCHEDULE_KEY
@@ -225,7 +226,7 @@ class EngineSim:
     def run(self) -> dict[str, Any]:
         ea, w, log = self.ea, self.workers, self.log
         model = ea["model"]
-        version = self.cfg.get("vllm_version", "0.24.0")
+        version = self.cfg.get("vllm_version", DEMO_VLLM)
         spec_txt = "None"
         if self.spec:
             spec_txt = (f"SpeculativeConfig(method='{self.spec.get('method', 'eagle3')}', "

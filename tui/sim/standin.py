@@ -43,7 +43,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..core.versions import at_least, release
+from ..core.versions import DEMO_VLLM, at_least, release
 from .cores import claim, claims_dir
 
 DEVICES = 16
@@ -422,7 +422,7 @@ def build(base: Path, sim: dict[str, Any], environ: dict[str, str], hub_url: str
           holder_pid: int | None = None) -> dict[str, Any]:
     """Lay the platform out under `base`; return the JSON message (env, unset, placeholders, notice).
     holder_pid: the cores-busy fault's holder (start_holder); None: the caller itself holds the cores."""
-    vllm_version = str(sim.get("vllm_version", "0.24.0"))
+    vllm_version = str(sim.get("vllm_version", DEMO_VLLM))
     plugin, sdk = plugin_for_vllm(vllm_version)
     root, bindir, site, hf_home = base / "root", base / "bin", base / "site", base / "hf-home"
     build_sysroot(root)

@@ -2,7 +2,8 @@
 
 - `parse_result_json(text_or_path)`: the `--save-result` JSON. Shapes: 0.11 (no `failed`, no
   `spec_decode_*`), 0.14+ (`failed`, `spec_decode_*` on spec runs), 0.31+ (`latencies`,
-  `queue_times`), 0.33 (more keys), NaN values, `request_rate: "inf"`, `--append-result` files
+  `queue_times`), 0.33 (more keys), 0.34 (the same keys; an in-stream error now fails its request), NaN
+  values, `request_rate: "inf"`, `--append-result` files
   (one object per line: the last one wins) and indented re-dumps (`vllm bench sweep`).
 - `parse_stdout_blocks(text)`: the "Serving Benchmark Result" and "Speculative Decoding" blocks.
 - `first_request_error(text)`: the first failed request's error as bench printed it ("Error 0: ..."),
@@ -23,10 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tui.core import vllmfacts
 from tui.core.bench.metrics import SpecStats
+from tui.core.versions import at_least
 
 __all__ = ["BenchParseError", "LatencyStats", "BenchResult", "parse_result_json", "parse_stdout_blocks",
-           "first_request_error", "Progress", "TqdmProgressParser", "LATENCY_METRICS"]
+           "first_request_error", "stream_errors_counted", "Progress", "TqdmProgressParser", "LATENCY_METRICS"]
 
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
 
@@ -337,11 +340,29 @@ _TB_NOISE = ("Traceback (most recent call last):", "The above exception was the 
              "During handling of the above exception")
 
 
+def _stream_error_text(text: str) -> str:
+    """vLLM >= 0.34 fails a request whose SSE stream carried {"error": ...} and records that value as JSON
+    (vllm/benchmarks/lib/endpoint_request_func.py): its message, with the type and code where given."""
+    try:
+        err = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(err, dict) and err.get("message"):
+        extra = ", ".join(str(err[k]) for k in ("type", "code") if err.get(k) not in (None, ""))
+        return f"the server's stream reported an error: {err['message']}" + (f" ({extra})" if extra else "")
+    return f"the server's stream reported an error: {text}"
+
+
 def first_request_error(text: str) -> str | None:
     """The first error `vllm bench serve` printed under "Failed requests during benchmark run detected
-    (capping to 10):". vLLM records `response.reason` ("Not Found") or, for an exception, the whole
-    formatted traceback: that is reduced to its last exception line (e.g. `aiohttp.client_exceptions.
-    ClientConnectorError: Cannot connect to host 127.0.0.1:8000 ...`). None when nothing failed."""
+    (capping to 10):". vLLM records `response.reason` ("Not Found"), for an exception the whole formatted
+    traceback (reduced here to its last exception line, e.g. `aiohttp.client_exceptions.ClientConnectorError:
+    Cannot connect to host 127.0.0.1:8000 ...`) and, from 0.34, for an {"error": ...} chunk in the stream that
+    error as JSON (given here as its message, type and code). None when nothing failed.
+
+    Failure accounting follows the bench's own counts (`completed`, `failed`): from vLLM 0.34 a request whose
+    stream carries an error chunk is failed; on 0.33 and older the same request counted as completed, with
+    whatever text came before the error (see stream_errors_counted)."""
     lines = [ln.rsplit("\r", 1)[-1] for ln in text.replace("\r\n", "\n").split("\n")]
     try:
         start = next(i for i, ln in enumerate(lines) if ln.startswith(_FAILED_HEADER))
@@ -362,6 +383,8 @@ def first_request_error(text: str) -> str | None:
         block.append(ln)
     if not block:
         return None
+    if block[0].lstrip().startswith("{"):
+        return _stream_error_text(block[0].strip())
     if not block[0].startswith("Traceback"):
         return block[0].strip() or None
     for ln in reversed(block):
@@ -369,6 +392,18 @@ def first_request_error(text: str) -> str | None:
         if s and not ln[:1].isspace() and not s.startswith(_TB_NOISE):
             return s
     return block[0].strip()
+
+
+def stream_errors_counted(vllm_version: str | None) -> bool | None:
+    """Whether `vllm bench serve` of `vllm_version` counts a request whose stream carried {"error": ...} as
+    failed (0.34 on: True; 0.33 and older: False, it counted as completed); None for an unknown version."""
+    found = vllmfacts.has(vllm_version, "bench_stream_error_fails_request")
+    if found is not None:
+        return found
+    return at_least(vllm_version, STREAM_ERROR_FAILS_SINCE)
+
+
+STREAM_ERROR_FAILS_SINCE = (0, 34)
 
 
 # ---------------------------------------------------------------------------------------------

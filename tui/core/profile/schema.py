@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from tui.core.versions import DEMO_VLLM, served_text
+
 # ---------------------------------------------------------------------------------------------
 # Schema
 # ---------------------------------------------------------------------------------------------
@@ -161,7 +163,9 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         "token_time_scale": Spec("float", 1.0, lambda v: 0 < v <= 100,
                                  "a number > 0 and ≤ 100 (1.0 = real time; TTFT and decode steps)"),
         "hub": Spec("bool", True, None, "true or false (start the loopback hub and dataset mirror)"),
-        "vllm_version": Spec("str", "0.24.0", _nonempty, 'a vLLM version such as "0.24.0"'),
+        "vllm_version": Spec("str", DEMO_VLLM, _nonempty,
+                             f'a vLLM version such as "{DEMO_VLLM}" (the release the simulator plays; the app serves '
+                             f'{served_text()}, on neuron {served_text("neuron")})'),
         "weights_s": Spec("float", 4.0, _rng(0, 36000), "seconds ≥ 0"),
         "draft_s": Spec("float", 1.0, _rng(0, 36000), "seconds ≥ 0"),
         "hlo_s": Spec("float", 1.0, _rng(0, 36000), "seconds ≥ 0"),

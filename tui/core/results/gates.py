@@ -1,12 +1,17 @@
 """`--expect` gates for automation: `--expect 'speedup>=1.15' --expect 'acceptance>=60'`.
 
 An expectation is NAME OP NUMBER. NAME is one of the flat gate metrics (GATE_METRICS, computed from
-report.json by gate_metrics and stored there by the run as "metrics") or a dotted path into report.json
-(`comparison.median_tpot_ratio`, `matrix.cells.eagle3-k1.sonnet.output_throughput.mean`; list items by index,
-`runs.eagle3.per_position_acceptance.0`). OP is one of >=, >, <=, <, ==. A metric the report does not have
-fails its gate, with a message naming it.
+report.json by gate_metrics and stored there by the run as "metrics"), a flat metric at one bench key of a tune
+run (`speedup@sonnet`, `speedup@sonnet@c4`: METRIC@KEY, a load sweep's keys being WORKLOAD@cN), or a dotted path
+into report.json (`comparison.median_tpot_ratio`, `matrix.cells.eagle3-k1.sonnet.output_throughput.mean`, a load
+sweep's `matrix.cells.eagle3-k1.sonnet@c4.speedup.ratio` and `load.workloads.sonnet.arms.eagle3-k1.levels.4.speedup.ratio`;
+list items by index, `runs.eagle3.per_position_acceptance.0`). OP is one of >=, >, <=, <, ==. A metric the
+report does not have fails its gate, with a message naming it. Before the run (check_producible) a name the run
+cannot produce is refused, naming what it can: an arm, workload, bench key or level the profile does not have (a
+plain workload where a load sweep files its numbers under WORKLOAD@cN), a tune-only key on a two-arm run.
 
-For a matrix (tune) run the flat metrics describe the recommended arm on the first workload; where the
+For a matrix (tune) run the flat metrics describe the recommended arm on the first bench key (METRIC@KEY: on that
+key); where the
 recommendation is no speculative arm (keep the baseline, not proven, stop tuning) they describe the speculative
 arm with the highest mean output throughput there, so `speedup>=1.15` still compares a real speedup.
 `speedup_lo` is the lower bound of that arm's Fieller interval: an arm pays only when it is above 1
@@ -23,7 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
-from tui.core.plan.arms import arms_of, is_tune, repeats_of, workloads_of
+from tui.core.plan.arms import arms_of, bench_keys, is_tune, levels_of, repeats_of, workloads_of
 
 GATE_METRICS: dict[str, str] = {
     "speedup": "output throughput speedup over the baseline (x)",
@@ -41,7 +46,7 @@ OPS: dict[str, Callable[[float, float], bool]] = {
     "==": lambda a, b: math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12),
 }
 
-_EXPR = re.compile(r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)\s*(?P<op>>=|<=|==|>|<)\s*"
+_EXPR = re.compile(r"^\s*(?P<name>[A-Za-z_][A-Za-z0-9_.@\-]*)\s*(?P<op>>=|<=|==|>|<)\s*"
                    r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*%?\s*$")
 
 
@@ -55,6 +60,14 @@ class Expectation:
     def text(self) -> str:
         return f"{self.name}{self.op}{self.value:g}"
 
+    @property
+    def flat(self) -> tuple[str, str | None] | None:
+        """(metric, bench key or None) for a flat name (`speedup`, `speedup@sonnet@c4`); None for a dotted path."""
+        if "." in self.name:
+            return None
+        metric, _, key = self.name.partition("@")
+        return metric, (key or None)
+
 
 @dataclass(frozen=True)
 class GateResult:
@@ -65,8 +78,9 @@ class GateResult:
 
 
 def _allowed() -> str:
-    return (f"names: {', '.join(GATE_METRICS)}, or a dotted path into report.json such as "
-            f"comparison.median_tpot_ratio; operators: {', '.join(OPS)}")
+    return (f"names: {', '.join(GATE_METRICS)} (a tune run's at one bench key: NAME@KEY, e.g. speedup@sonnet@c4), "
+            "or a dotted path into report.json such as comparison.median_tpot_ratio or "
+            f"matrix.cells.eagle3-k1.sonnet@c4.speedup.ratio; operators: {', '.join(OPS)}")
 
 
 def parse_expect(text: str) -> Expectation:
@@ -77,8 +91,12 @@ def parse_expect(text: str) -> Expectation:
         raise ValueError(f"--expect {text!r} is not an expectation; write NAME OP NUMBER, e.g. 'speedup>=1.15' "
                          f"or 'acceptance>=60' ({_allowed()}).")
     name = m.group("name")
-    if "." not in name and name not in GATE_METRICS:
-        raise ValueError(f"--expect {text!r}: unknown name {name!r} ({_allowed()}).")
+    metric, at, key = name.partition("@")
+    if "." not in name and metric not in GATE_METRICS:
+        raise ValueError(f"--expect {text!r}: unknown name {metric!r} ({_allowed()}).")
+    if "." not in name and at and not re.fullmatch(r"[A-Za-z0-9_\-]+(@c\d+)?", key):
+        raise ValueError(f"--expect {text!r}: {key!r} is not a bench key; write METRIC@WORKLOAD or "
+                         f"METRIC@WORKLOAD@cN ({_allowed()}).")
     if name.startswith(".") or name.endswith(".") or ".." in name:
         raise ValueError(f"--expect {text!r}: {name!r} is not a dotted path ({_allowed()}).")
     value = float(m.group("value"))
@@ -101,9 +119,10 @@ def _ratio(a: Any, b: Any) -> float | None:
     return round(a / b, 4)
 
 
-def _matrix_arm_cell(matrix: dict[str, Any]) -> dict[str, Any]:
-    """The cell the flat metrics of a matrix describe (see the module docstring); {} where none."""
-    wls = matrix.get("workloads") or []
+def _matrix_arm_cell(matrix: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+    """The cell the flat metrics of a matrix describe at bench key `key` (None: the first; see the module
+    docstring); {} where none."""
+    wls = [key] if key else (matrix.get("workloads") or [])
     if not wls:
         return {}
     cells = matrix.get("cells") or {}
@@ -117,11 +136,11 @@ def _matrix_arm_cell(matrix: dict[str, Any]) -> dict[str, Any]:
     return ((cells.get(arm["id"]) or {}).get(wls[0]) or {}) if arm else {}
 
 
-def _why_missing(report: dict[str, Any], name: str) -> str:
+def _why_missing(report: dict[str, Any], name: str, key: str | None = None) -> str:
     """Why a flat metric has no value: the speedup interval's lower bound of a one-repeat or unbounded interval."""
     matrix = report.get("matrix")
     if name == "speedup_lo" and isinstance(matrix, dict) and matrix.get("cells"):
-        sp = _matrix_arm_cell(matrix).get("speedup") or {}
+        sp = _matrix_arm_cell(matrix, key).get("speedup") or {}
         if sp.get("unbounded"):
             return "the speedup interval is unbounded (the baseline's spread is too large for a ratio)"
         if sp.get("ratio") is not None and not sp.get("ci95"):
@@ -129,8 +148,8 @@ def _why_missing(report: dict[str, Any], name: str) -> str:
     return "the run did not measure it"
 
 
-def _matrix_metrics(matrix: dict[str, Any]) -> dict[str, float | None]:
-    wls = matrix.get("workloads") or []
+def _matrix_metrics(matrix: dict[str, Any], key: str | None = None) -> dict[str, float | None]:
+    wls = [key] if key else (matrix.get("workloads") or [])
     arms = matrix.get("arms") or []
     cells = matrix.get("cells") or {}
     out: dict[str, float | None] = {k: None for k in GATE_METRICS}
@@ -143,7 +162,7 @@ def _matrix_metrics(matrix: dict[str, Any]) -> dict[str, float | None]:
 
     base = next((a for a in arms if a.get("kind") == "baseline"), None)
     bc = cl(base.get("id")) if base else {}
-    ac = _matrix_arm_cell(matrix)
+    ac = _matrix_arm_cell(matrix, key)
     sp = ac.get("speedup") or {}
     out.update(
         speedup=_num(sp.get("ratio")),
@@ -158,12 +177,15 @@ def _matrix_metrics(matrix: dict[str, Any]) -> dict[str, float | None]:
     return out
 
 
-def gate_metrics(report: dict[str, Any]) -> dict[str, float | None]:
+def gate_metrics(report: dict[str, Any], key: str | None = None) -> dict[str, float | None]:
     """The flat gate names (GATE_METRICS) from a report.json dict; None where the report has no value. A
-    report with a non-empty "matrix" (tune run) is read from it, a two-arm run from runs / comparison."""
+    report with a non-empty "matrix" (tune run) is read from it (at bench key `key`, None: the first), a two-arm
+    run from runs / comparison (it has no bench keys: a key gives no values)."""
     matrix = report.get("matrix")
     if isinstance(matrix, dict) and matrix.get("cells"):
-        return _matrix_metrics(matrix)
+        return _matrix_metrics(matrix, key)
+    if key is not None:
+        return {k: None for k in GATE_METRICS}
     runs = report.get("runs") or {}
     comp = report.get("comparison") or {}
     b = runs.get("baseline") or {}
@@ -215,17 +237,19 @@ def _fmt(v: float) -> str:
 def evaluate(expectations: Iterable[Expectation], report: dict[str, Any]) -> list[GateResult]:
     """Each expectation against the report: a flat name from gate_metrics(report) (or the report's own
     "metrics" where it carries a name gate_metrics has no value for), a dotted path otherwise."""
-    flat = gate_metrics(report)
     stored = report.get("metrics") if isinstance(report.get("metrics"), dict) else {}
     results = []
     for ex in expectations:
-        if ex.name in GATE_METRICS:
-            actual = flat.get(ex.name)
+        if ex.flat is not None:
+            metric, key = ex.flat
+            actual = gate_metrics(report, key).get(metric)
+            if actual is None and key is None:
+                actual = _num(stored.get(metric))
             if actual is None:
-                actual = _num(stored.get(ex.name))
-            if actual is None:
+                at = f" at {key}" if key else ""
                 results.append(GateResult(ex, None, False, f"✗ {ex.text}: report.json has no value for "
-                                          f"'{ex.name}' ({GATE_METRICS[ex.name]}): {_why_missing(report, ex.name)}"))
+                                          f"'{metric}'{at} ({GATE_METRICS[metric]}): "
+                                          f"{_why_missing(report, metric, key)}"))
                 continue
         else:
             raw = lookup_path(report, ex.name)
@@ -246,7 +270,8 @@ def evaluate(expectations: Iterable[Expectation], report: dict[str, Any]) -> lis
 
 REPORT_KEYS = ("schema", "profile", "simulated", "exit_code", "run_dir", "generated", "verdict", "models", "settings",
                "versions", "dataset", "commands", "step_titles", "requested_steps", "steps", "runs", "comparison",
-               "diagnostics", "matrix", "bench_commands", "host", "checks", "launches", "metrics")
+               "diagnostics", "matrix", "bench_commands", "host", "checks", "launches", "metrics", "load",
+               "timeseries", "figures")
 COMPARISON_KEYS = ("output_throughput_speedup", "median_tpot_ratio", "median_ttft_ratio")
 
 
@@ -255,7 +280,9 @@ def _unproducible(ex: Expectation, profile: Any) -> str | None:
     tune = is_tune(profile)
     arms = [a.id for a in arms_of(profile)]
     wls = workloads_of(profile)
-    kind = "a tune run" if tune else "a two-arm run"
+    levels = levels_of(profile) or []
+    keys = bench_keys(profile) if tune else []
+    kind = "a load sweep" if levels else "a tune run" if tune else "a two-arm run"
 
     def flat(name: str) -> str | None:
         if name == "speedup_lo" and not tune:
@@ -265,8 +292,24 @@ def _unproducible(ex: Expectation, profile: Any) -> str | None:
             return "speedup_lo needs an interval, and tune.repeats = 1 gives none: set tune.repeats to 2 or more"
         return None
 
-    if ex.name in GATE_METRICS:
-        return flat(ex.name)
+    def bench_key(key: str, where: str) -> str | None:
+        if key in keys:
+            return None
+        if levels and key in wls:
+            return (f"{where} '{key}' is a workload, and {kind} files its numbers per level: its bench keys are "
+                    f"{', '.join(keys)}")
+        return f"{where} '{key}' is not a bench key of this profile (its bench keys: {', '.join(keys)})"
+
+    if ex.flat is not None:
+        metric, key = ex.flat
+        if key is not None:
+            if not tune:
+                return (f"{metric}@{key} names a bench key, and this profile is a two-arm run (no matrix): gate on "
+                        f"'{metric}' instead")
+            why = bench_key(key, "bench key")
+            if why:
+                return why
+        return flat(metric)
     parts = ex.name.split(".")
     top = parts[0]
     if top not in REPORT_KEYS:
@@ -281,24 +324,45 @@ def _unproducible(ex: Expectation, profile: Any) -> str | None:
         if parts[1] not in GATE_METRICS:
             return f"metrics has no '{parts[1]}' (its names: {', '.join(GATE_METRICS)})"
         return flat(parts[1])
+    if top in ("matrix", "timeseries") and not tune:
+        return f"'{top}' is written by tune runs only; this profile is {kind}: use runs.* or comparison.*"
     if top == "matrix":
-        if not tune:
-            return f"'matrix' is written by tune runs only; this profile is {kind}: use runs.* or comparison.*"
         if len(parts) > 1 and parts[1] == "cells":
             why = arm_at(2, "arm")
             if why:
                 return why
-            if len(parts) > 3 and parts[3] not in wls:
-                return f"workload '{parts[3]}' is not benchmarked by this profile (its workloads: {', '.join(wls)})"
-        if len(parts) > 2 and parts[1] == "recommendation" and parts[2] not in wls:
-            return f"workload '{parts[2]}' is not benchmarked by this profile (its workloads: {', '.join(wls)})"
+            if len(parts) > 3:
+                return bench_key(parts[3], "bench key")
+        if len(parts) > 2 and parts[1] in ("recommendation", "noise_floor"):
+            return bench_key(parts[2], "bench key")
+        return None
+    if top == "timeseries":
+        return arm_at(1, "arm") or (bench_key(parts[2], "bench key") if len(parts) > 2 else None)
+    if top == "load":
+        if not levels:
+            return (f"'load' is written by a load sweep ([tune] concurrency) only; this profile is {kind}: use "
+                    "matrix.* or the flat names")
+        if len(parts) > 1 and parts[1] == "workloads" and len(parts) > 2:
+            if parts[2] not in wls:
+                return (f"load.workloads has workloads, not bench keys: '{parts[2]}' is not one of this profile's "
+                        f"({', '.join(wls)})")
+            if len(parts) > 4 and parts[3] in ("arms", "drift"):
+                why = arm_at(4, "arm")
+                if why:
+                    return why
+                lv = parts[6] if parts[3] == "arms" and len(parts) > 6 and parts[5] == "levels" else (
+                    parts[5] if parts[3] == "drift" and len(parts) > 5 else None)
+                if lv is not None and lv not in [str(n) for n in levels]:
+                    return f"level '{lv}' is not one of this sweep's levels ({', '.join(str(n) for n in levels)})"
+            if len(parts) > 4 and parts[3] == "best" and parts[4] not in [str(n) for n in levels]:
+                return f"level '{parts[4]}' is not one of this sweep's levels ({', '.join(str(n) for n in levels)})"
         return None
     if top in ("runs", "checks"):
         return arm_at(1, "arm")
     if top == "comparison":
         if tune:
             return ("'comparison' (baseline vs eagle3) is filled by two-arm runs only; this profile is a tune run: "
-                    "use matrix.cells.<arm>.<workload>.speedup.ratio or the flat name 'speedup'")
+                    "use matrix.cells.<arm>.<bench key>.speedup.ratio or the flat name 'speedup'")
         if len(parts) > 1 and parts[1] not in COMPARISON_KEYS:
             return f"comparison has no '{parts[1]}' (its keys: {', '.join(COMPARISON_KEYS)})"
     return None

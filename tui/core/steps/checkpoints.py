@@ -113,8 +113,8 @@ def _model_paths(ctx: StepContext) -> list[tuple[str, str]]:
     out = [("models.target", m["target"]), ("models.draft", m["draft"])]
     if sp.get("model"):
         out.append(("speculative.model", sp["model"]))
-    for name, d in ((ctx.profile.data.get("tune") or {}).get("drafts") or {}).items():
-        out.append((f"tune.drafts.{name}.model", d["model"]))
+    for d in (ctx.profile.tune.drafts if ctx.profile.tune is not None else ()):
+        out.append((f"tune.drafts.{d.name}.model", d.model))
     return [(k, ctx.ph.resolve(v)) for k, v in out]
 
 
@@ -282,15 +282,15 @@ class _Named(_Facts):
 def _tune_drafts(ctx: StepContext, main_draft: str) -> list[tuple[str, str, str]]:
     """[(name, resolved model, method)] of the [tune.drafts] a tune run's arms load, other than the profile's own
     draft with its own method (checked already)."""
-    t = ctx.profile.data.get("tune")
-    if not isinstance(t, dict):
+    t = ctx.profile.tune
+    if t is None:
         return []
     method = ctx.profile.speculative.method
     out = []
-    for name, d in (t.get("drafts") or {}).items():
-        model, m = ctx.ph.resolve(d["model"]), d.get("method", method)
+    for d in t.drafts:
+        model, m = ctx.ph.resolve(d.model), d.method or method
         if (model, m) != (main_draft, method):
-            out.append((name, model, m))
+            out.append((d.name, model, m))
     return out
 
 

@@ -61,6 +61,8 @@ from tui.core.host.sysinfo import (
     which,
 )
 from tui.core.steps.base import FactRecorder, StepContext, StepResult
+from tui.core.profile.release_rules import release_problems
+from tui.core.versions import served_problem
 
 STEP = "env"
 
@@ -159,6 +161,25 @@ def _smi_doc(smi: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _release_facts(rec: FactRecorder, prof: Any, platform: str, version: str | None, environ: dict[str, str]) -> None:
+    """What the vLLM release found here means for the profile: outside the served releases (a warning: the
+    commands follow the served releases' flags), and what it refuses in the profile ([speculative.extra] keys
+    and values, VLLM_USE_V2_MODEL_RUNNER: a failure, so the run stops before any server is launched;
+    tui/core/profile/release_rules.py)."""
+    if not version:
+        return
+    outside = served_problem(version, platform)
+    if outside:
+        rec.add("vLLM release", version, "warn", outside + ": the commands follow the served releases' flags",
+                "use a served vLLM release (tui/core/versions.py; docs/vllm-versions.md)")
+    problems = release_problems(prof, version, environ)
+    for path, text in problems:
+        rec.add(path, f"refused by vLLM {version}", "fail", text)
+    if not problems and (prof.data["speculative"].get("extra") or {}):
+        rec.add("speculative config", f"fits vLLM {version}", "pass",
+                "every [speculative.extra] key is a field of this release's SpeculativeConfig")
+
+
 async def run(ctx: StepContext) -> StepResult:
     rec = FactRecorder(ctx, STEP)
     prof = ctx.profile
@@ -236,7 +257,8 @@ async def run(ctx: StepContext) -> StepResult:
         cpu_text = read_text(under(root, "proc/cpuinfo"))
         cpu = plat.parse_cpuinfo(cpu_text) if cpu_text else None
         mem = host_memory(root)
-        plat.cpu_facts(rec, cpu, mem, tp, pp, environ, server_env, vllm_version, target, draft, prof, shared)
+        plat.cpu_facts(rec, cpu, mem, tp, pp, environ, server_env, vllm_version, target, draft, prof, shared,
+                       triton=pdata.get("triton"))
 
     if "instance_type" not in shared:  # the report names the machine on every platform (DMI product name)
         shared["instance_type"] = dmi_instance_type(root)[0]
@@ -257,6 +279,7 @@ async def run(ctx: StepContext) -> StepResult:
     else:
         shared["vllm_neuron_version"] = None
     shared["vllm_version"] = vllm_version
+    _release_facts(rec, prof, platform, vllm_version, environ)
     vt = version_tuple(vllm_version)
     shared["sonnet_available"] = None if vt is None else vt < SONNET_REMOVED
     shared["bench_prints_spec_decode"] = None if vt is None else vt >= SPEC_STATS_SINCE

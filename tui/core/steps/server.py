@@ -23,6 +23,7 @@ from tui.core.events import Command, Notice
 from tui.core.serverlog.logwatch import ServeLogWatcher, cache_counts
 from tui.core.proc.supervisor import ManagedProcess, port_free, port_holder, wait_port_free
 from tui.core.host.sysinfo import bind_problem
+from tui.core.profile.release_rules import launch_problems
 from tui.core.profile.sections import SpeculativeSettings
 from tui.core.steps.base import FactRecorder, StepContext, StepResult
 from tui.core.steps.bench import prepare_bench_dataset, run_benchmark, vllm_version
@@ -111,6 +112,9 @@ class ServerRun:
                 self.diag(dg.make("port-in-use", self.step, [f"{s.host}:{s.port} is in use{who}"],
                                   host=s.host, port=s.port))
                 return False
+        for path, text in launch_problems(self.prof, self.spec, self.vllm_version, dict(self.ctx.environ)):
+            self.facts.add(path, f"refused by vLLM {self.vllm_version}", "fail", text)  # nothing is started
+            return False
         argv = plan.serve_argv(self.prof, self.spec, self.vllm_version, self.ctx.ph)
         extra_env = plan.serve_env(self.prof, self.ctx.ph)
         env = self._child_env(extra_env)

@@ -189,6 +189,35 @@ RECOMMENDATION = Obj({"verdict": STR, "arm": STR, "candidate": STR, "text": STR,
 MATRIX = Obj({"workloads": Arr(Scalar("string", nullable=False)), "arms": Arr(ARM), "cells": Map(Map(CELL)),
               "recommendation": Map(RECOMMENDATION), "noise_floor": Obj(), "coverage": Obj()})
 
+# report.json's "load" (a load sweep: tui/core/results/load.py analyze, plus the results step's schedule
+# verification and ready profile), read by report.md, the figures, the charts view and --expect. Every key a reader
+# walks is typed, so a damaged sweep is refused when the report is read back instead of failing in a chart.
+INTERVAL = Obj({"mean": NUM, "ci95": CI95})
+VERDICT = Scalar("string", choices=("pays", "not_proven", "loses"))
+LOAD_LEVEL = Obj({"key": STR, "repeats": INT, "throughput": INTERVAL, "speedup": SPEEDUP, "verdict": VERDICT,
+                  **{f"{s}_{m}_ms": NUM for m in ("ttft", "tpot", "itl", "e2el") for s in ("mean", "median", "p90",
+                                                                                          "p99")},
+                  "acceptance_rate": NUM, "acceptance_length": NUM, "per_position": NUMS, "goodput": INTERVAL,
+                  "meets_slo": BOOL}, nullable=True)
+LOAD_ARM = Obj({"label": STR, "title": STR, "k": INT, "levels": Map(LOAD_LEVEL), "pays": Arr(INT),
+                "not_proven": Arr(INT), "loses": Arr(INT), "range_text": STR,
+                "crossover": Obj({"last_pays": INT, "first_loses": INT, "text": STR}), "sustains_slo_up_to": INT})
+LOAD_BEST = Obj({"arm": STR, "k": INT, "verdict": STR, "candidate": STR, "text": STR, "label": STR,
+                 "candidate_label": STR})
+DRIFT = Obj({"drift": BOOL, "text": STR})
+LOAD_WORKLOAD = Obj({"arms": Map(LOAD_ARM), "best": Map(LOAD_BEST), "schedule": Arr(Arr(INT, length=3)),
+                     "schedule_text": STR, "max_k": INT, "slo_text": STR, "model": Obj(), "drift": Map(Map(DRIFT)),
+                     "schedule_draft": Obj({"method": STR, "draft": STR})})
+LOAD = Obj({"levels": Arr(Scalar("integer", nullable=False)), "slo": Obj(), "attainment": NUM,
+            "workloads": Map(LOAD_WORKLOAD), "coverage": STR,
+            "schedule_verification": Obj({"status": STR, "text": STR, "arm": STR,
+                                          "schedule": Arr(Arr(INT, length=3))}),
+            "schedule_profile": STR, "schedule_profile_note": STR})
+# report.json's "timeseries": {arm: {bench key: [{"repeat": r, "windows": [/metrics counter deltas]}]}}
+WINDOW = Obj({"t0": NUM, "t1": NUM, "generation_tokens": NUM, "draft_tokens": NUM, "accepted_tokens": NUM,
+              "num_drafts": NUM, "per_position": NUMS}, nullable=False)
+TIMESERIES = Map(Map(Arr(Obj({"repeat": INT, "windows": Arr(WINDOW)}, nullable=False))))
+
 REPORT = Obj({
     "schema": REQ_STR,
     "profile": STR,
@@ -207,9 +236,8 @@ REPORT = Obj({
                             "title": STR, "evidence": Arr(STR), "remedy": STR, "step": STR, "setting": STR,
                             "suggest": STR})),
     "matrix": MATRIX,
-    "load": Obj({"levels": Arr(INT), "workloads": Map(Obj({"schedule": Arr(Arr(INT, length=3))})),
-                 "schedule_verification": Obj({"status": STR, "text": STR})}),
-    "timeseries": Map(Map(Arr(Obj({"repeat": INT, "windows": Arr(Obj())})))),
+    "load": LOAD,
+    "timeseries": TIMESERIES,
     "figures": Arr(Obj({"name": STR, "png": STR, "svg": STR})),
     "metrics": Map(NUM),
 }, required=("schema",), nullable=False)
@@ -286,4 +314,4 @@ def load_json(path: Path) -> tuple[Any, str | None]:
 
 
 __all__ = ["Obj", "Arr", "Map", "Scalar", "problem", "describe", "report_problem", "state_facts_problem",
-           "result_problem", "load_json", "REPORT", "STEP_FACTS", "BENCH", "MATRIX"]
+           "result_problem", "load_json", "REPORT", "STEP_FACTS", "BENCH", "MATRIX", "LOAD", "TIMESERIES"]

@@ -9,7 +9,7 @@ requests (`--backend openai-chat`: one user message of text parts, `max_completi
 computes vLLM's metrics, prints vLLM's stdout (progress bar on stderr via tqdm) and writes the `--save-result`
 JSON in vLLM's key order.
 
-Version behaviour follows SPECDEC_SIM["vllm_version"] (default 0.24.0):
+Version behaviour follows SPECDEC_SIM["vllm_version"] (default tui.core.versions.DEMO_VLLM, 0.29.0):
 - < 0.13: the 0.11 shape (no "Failed requests:" line / `failed` key, "Total Token throughput").
 - < 0.14: `--model` required, ready check 600 s by default, no Speculative Decoding block/keys.
 - < 0.15: `temperature: 0.0` forced in every request; 0.15+: WARNING unless --temperature.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ...core.versions import release
+from ...core.versions import DEMO_VLLM, release
 
 PROG = "vllm bench serve"
 TEMPERATURE_WARNING = ("WARNING: vllm bench serve no longer sets temperature==0 (greedy) in requests by default. "
@@ -29,8 +29,8 @@ class BenchError(Exception):
 
 
 def vllm_version(cfg: dict[str, Any]) -> tuple[int, ...]:
-    """The simulated vLLM version (SPECDEC_SIM["vllm_version"], default 0.24.0) as a tuple."""
-    return release(cfg.get("vllm_version")) or (0, 24, 0)
+    """The simulated vLLM version (SPECDEC_SIM["vllm_version"], default DEMO_VLLM) as a tuple."""
+    return release(cfg.get("vllm_version")) or release(DEMO_VLLM) or ()
 
 
 def build_parser(vt: tuple[int, ...]) -> argparse.ArgumentParser:

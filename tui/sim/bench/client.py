@@ -29,11 +29,18 @@ class RequestOutput:
     error: str = ""
 
 
+# vLLM 0.34's client marks a request failed when an SSE chunk carries {"error": ...} (its error: the JSON of that
+# value); before, such a chunk was skipped and the request counted as completed
+# (vllm/benchmarks/lib/endpoint_request_func.py; tui/core/data/vllm_facts.json bench_stream_error_fails_request).
+STREAM_ERROR_FAILS_SINCE = (0, 34)
+
+
 class _StreamState:
     def __init__(self, out: RequestOutput, st: float, vt: tuple[int, ...], chat: bool = False):
         self.out, self.st, self.vt, self.chat = out, st, vt, chat
         self.first = False
         self.recent = st
+        self.stream_error: str | None = None
 
     def message(self, raw: bytes) -> None:
         text = raw.decode("utf-8", errors="replace").strip()
@@ -45,6 +52,9 @@ class _StreamState:
             return
         data = json.loads(text)  # a parse error fails the request, as in vLLM
         if not isinstance(data, dict):
+            return
+        if self.vt >= STREAM_ERROR_FAILS_SINCE and data.get("error"):
+            self.stream_error = json.dumps(data["error"])
             return
         choices = data.get("choices")
         if choices:
@@ -89,7 +99,9 @@ async def request_completion(client: httpx.AsyncClient, api_url: str, payload: d
                     state.message(msg)
             if buf.strip():
                 state.message(buf)
-        if state.first:
+        if state.stream_error is not None:
+            out.error = state.stream_error
+        elif state.first:
             out.success = True
             out.latency = state.recent - st
         else:

@@ -24,6 +24,8 @@ from .datasets import SampleRequest, sample_custom, sample_sonnet
 from .results import calculate_and_print, save_result
 from .spec_metrics import fetch_spec_metrics, spec_stats
 
+CHAT_BACKENDS_SKIP_TEMPLATE_SINCE = (0, 34)
+
 
 def _arrival_delays(n: int, rate: float, burstiness: float, seed: int) -> list[float]:
     if rate == float("inf"):
@@ -66,8 +68,11 @@ async def run(args: argparse.Namespace, cfg: dict[str, Any], vt: tuple[int, ...]
         tokenizer_id = args.tokenizer or model_id
         prefix = args.request_id_prefix if args.request_id_prefix is not None else f"bench-{uuid.uuid4().hex[:8]}-"
         if args.dataset_name == "custom":
+            # vLLM 0.34: chat backends never apply the chat template client-side (the server does), as if
+            # --skip-chat-template were given (vllm/benchmarks/datasets/datasets.py CHAT_TEMPLATE_BACKENDS)
+            skip = args.skip_chat_template or (vt >= CHAT_BACKENDS_SKIP_TEMPLATE_SINCE and chat)
             requests = sample_custom(args.dataset_path, args.num_prompts, args.custom_output_len,
-                                     args.skip_chat_template, args.seed, getattr(args, "disable_shuffle", False),
+                                     skip, args.seed, getattr(args, "disable_shuffle", False),
                                      args.no_oversample,
                                      prefix)
         else:

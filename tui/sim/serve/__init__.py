@@ -1,4 +1,5 @@
-"""The simulated ``vllm serve`` (vLLM 0.21–0.24 with the vllm-neuron ≥ 0.21 platform plugin).
+"""The simulated ``vllm serve`` (vLLM 0.21–0.34, by default the 0.29 the Neuron SDK 2.33 plugin pins, with the
+vllm-neuron ≥ 0.21 platform plugin).
 
 ``python -m tui.sim serve MODEL [flags]`` behaves like ``vllm serve`` as far as specdec-tui can tell:
 

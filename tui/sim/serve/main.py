@@ -11,7 +11,7 @@ import socket
 import sys
 from typing import Any
 
-from ...core.versions import release
+from ...core.versions import DEMO_VLLM, release
 from ..config import sim_config
 from ..specconfig import parse_speculative_config, pydantic_text
 from ..logs import ProcessLog, color_enabled, traceback_lines
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     environ = dict(os.environ)
     cfg = sim_config(environ)
-    version = cfg.get("vllm_version", "0.24.0")
+    version = cfg.get("vllm_version", DEMO_VLLM)
     try:
         ns = parse_args(argv, version)
     except SystemExit as e:

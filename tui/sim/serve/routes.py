@@ -10,6 +10,7 @@ import time
 import uuid
 from typing import Any, AsyncIterator
 
+from ...core.versions import DEMO_VLLM
 from ..tokens import render_chat
 from ..tokens import tokenize as _tok
 from .state import ServingState
@@ -56,11 +57,11 @@ def create_app(st: ServingState):
         return JSONResponse({"server_load": st.running + st.waiting})
 
     async def version(request: Request) -> Response:
-        return JSONResponse({"version": st.cfg.get("vllm_version", "0.24.0")})
+        return JSONResponse({"version": st.cfg.get("vllm_version", DEMO_VLLM)})
 
     async def openapi(request: Request) -> Response:
         return JSONResponse({"openapi": "3.1.0", "info": {"title": "vLLM (specdec-tui simulation)",
-                                                           "version": st.cfg.get("vllm_version", "0.24.0")},
+                                                           "version": st.cfg.get("vllm_version", DEMO_VLLM)},
                              "paths": {p: {} for p, _ in ROUTES_PRINTED}})
 
     async def models(request: Request) -> Response:
