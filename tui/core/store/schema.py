@@ -193,20 +193,37 @@ MATRIX = Obj({"workloads": Arr(Scalar("string", nullable=False)), "arms": Arr(AR
 # verification and ready profile), read by report.md, the figures, the charts view and --expect. Every key a reader
 # walks is typed, so a damaged sweep is refused when the report is read back instead of failing in a chart.
 INTERVAL = Obj({"mean": NUM, "ci95": CI95})
-VERDICT = Scalar("string", choices=("pays", "not_proven", "loses"))
-LOAD_LEVEL = Obj({"key": STR, "repeats": INT, "throughput": INTERVAL, "speedup": SPEEDUP, "verdict": VERDICT,
+VERDICT = Scalar("string", choices=("pays", "not_proven", "loses", "no_baseline", "not_measured"))
+LEVELS = Arr(Scalar("integer", nullable=False))
+# tui/core/results/statement.py: where an arm pays, is not proven and loses (every text and chart marker reads it)
+STATEMENT = Obj({"label": STR, "by_level": Map(VERDICT), "levels": Map(LEVELS),
+                 "runs": Arr(Obj({"verdict": VERDICT, "levels": LEVELS}, nullable=False)),
+                 "changes": Arr(Obj({"after": Scalar("number", nullable=False), "before": Scalar("number", nullable=False),
+                                     "kind": STR, "verb": STR, "text": STR}, required=("after", "before"),
+                                    nullable=False)),
+                 "monotone": BOOL, "note": STR, "range_text": STR, "text": STR, "last_pays": INT, "first_loses": INT})
+SLO_STATUS = Scalar("string", choices=("meets", "misses", "not_measured", "no_goodput"))
+SCHEDULE_BASIS = Obj({"measured": Arr(Obj({"level": INT, "k": INT, "verdict": STR}, nullable=False)),
+                      "inferred": Arr(Obj({"start": INT, "end": INT, "k": INT, "from": INT}, nullable=False)),
+                      "tail": Obj({"above": INT, "k": INT}), "rule": STR, "k0_note": STR, "text": STR})
+LOAD_LEVEL = Obj({"key": STR, "repeats": INT, "measured": BOOL, "throughput": INTERVAL, "speedup": SPEEDUP,
+                  "verdict": VERDICT, "slo_status": SLO_STATUS,
                   **{f"{s}_{m}_ms": NUM for m in ("ttft", "tpot", "itl", "e2el") for s in ("mean", "median", "p90",
                                                                                           "p99")},
                   "acceptance_rate": NUM, "acceptance_length": NUM, "per_position": NUMS, "goodput": INTERVAL,
                   "meets_slo": BOOL}, nullable=True)
 LOAD_ARM = Obj({"label": STR, "title": STR, "k": INT, "levels": Map(LOAD_LEVEL), "pays": Arr(INT),
                 "not_proven": Arr(INT), "loses": Arr(INT), "range_text": STR,
-                "crossover": Obj({"last_pays": INT, "first_loses": INT, "text": STR}), "sustains_slo_up_to": INT})
+                "crossover": Obj({"last_pays": INT, "first_loses": INT, "text": STR}), "sustains_slo_up_to": INT,
+                "statement": STATEMENT, "slo_stop": Obj({"level": INT, "status": SLO_STATUS})})
 LOAD_BEST = Obj({"arm": STR, "k": INT, "verdict": STR, "candidate": STR, "text": STR, "label": STR,
-                 "candidate_label": STR})
+                 "candidate_label": STR,
+                 "ahead": Arr(Obj({"arm": STR, "label": STR, "gain": NUM, "ci95": CI95, "repeats_needed": INT},
+                                  nullable=False))})
 DRIFT = Obj({"drift": BOOL, "text": STR})
 LOAD_WORKLOAD = Obj({"arms": Map(LOAD_ARM), "best": Map(LOAD_BEST), "schedule": Arr(Arr(INT, length=3)),
-                     "schedule_text": STR, "max_k": INT, "slo_text": STR, "model": Obj(), "drift": Map(Map(DRIFT)),
+                     "schedule_text": STR, "schedule_basis": SCHEDULE_BASIS, "max_k": INT, "slo_text": STR,
+                     "model": Obj(), "drift": Map(Map(DRIFT)),
                      "schedule_draft": Obj({"method": STR, "draft": STR})})
 LOAD = Obj({"levels": Arr(Scalar("integer", nullable=False)), "slo": Obj(), "attainment": NUM,
             "workloads": Map(LOAD_WORKLOAD), "coverage": STR,
