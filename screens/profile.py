@@ -173,7 +173,7 @@ class ProfilePane(StepPane):
         """The k the sweep runs (the profile's [tune] table), or None without a sweep."""
         if self.base is None or not is_tune(self.base):
             return None
-        return list(self.base.data["tune"]["num_speculative_tokens"])
+        return list(self.base.tune.num_speculative_tokens)
 
     def _sync_sweep_field(self) -> None:
         """With the sweep on, each arm has its own k (tune.num_speculative_tokens): the single "Speculative

@@ -57,7 +57,8 @@ class ClosedRun:
     @property
     def workloads(self) -> list[str]:
         m = self.report.get("matrix") if isinstance(self.report.get("matrix"), dict) else {}
-        wls = m.get("workloads") or ((self.profile.data.get("tune") or {}).get("workloads") if self.profile else None)
+        tune = self.profile.tune if self.profile is not None else None
+        wls = m.get("workloads") or (list(tune.workloads) if tune is not None else None)
         return [w for w in wls or [] if isinstance(w, str)]
 
     def log_files(self, sid: str) -> list[Path]:

@@ -38,7 +38,7 @@ def sweep_label(profile: Profile | None) -> str:
         ks, reps, wls = SWEEP_DEFAULTS["tune.num_speculative_tokens"], SWEEP_DEFAULTS["tune.repeats"], \
             SWEEP_DEFAULTS["tune.workloads"]
     else:
-        ks, reps, wls = profile.data["tune"]["num_speculative_tokens"], repeats_of(profile), workloads_of(profile)
+        ks, reps, wls = profile.tune.num_speculative_tokens, repeats_of(profile), workloads_of(profile)
     state = "ON" if profile is not None and is_tune(profile) else "off"
     return f"{state} · k={','.join(str(k) for k in ks)} ×{reps}: {', '.join(wls)}"
 

@@ -47,6 +47,7 @@ from tui.core.results import load as load_mod
 from tui.core.results import schedule as schedule_mod
 from tui.core.results.gates import gate_metrics
 from tui.core.plan.commands import CUSTOM_JSONL, Placeholders, format_command
+from tui.core.profile.sections import SloSettings
 from tui.core.results.contamination import contaminated_benches, usable_repeats
 from tui.core.results.stats import build_matrix
 from tui.core.results.report_md import render_markdown
@@ -80,8 +81,9 @@ def _report_settings(profile: Any) -> dict[str, Any]:
         "input_len": b.get("input_len"), "output_len": b.get("output_len"), "num_prompts": b.get("num_prompts"),
         "max_concurrency": b.get("max_concurrency"),
         "host": s.get("host"), "port": s.get("port"),
-        **({"tune": {k: d["tune"].get(k) for k in ("num_speculative_tokens", "repeats", "workloads", "probe_prompts",
-                                                   "parallel", "drafts", "prompts_file")}} if d.get("tune") else {}),
+        **({"tune": {k: v for k, v in profile.tune.as_table().items()
+                     if k in ("num_speculative_tokens", "repeats", "workloads", "probe_prompts", "parallel", "drafts",
+                              "prompts_file")}} if profile.tune is not None else {}),
     }
 
 
@@ -332,9 +334,9 @@ def load_report(profile: Any, facts: dict[str, dict[str, Any]], statuses: dict[s
     if not levels:
         return None
     matrix = tune_matrix(profile, facts, statuses, fixed_only=True)
-    slo = dict((profile.data.get("tune") or {}).get("slo") or {})
-    attainment = float(slo.pop("attainment", 0.9))
-    load = load_mod.analyze(matrix, facts, levels, workloads_of(profile), slo or None, attainment=attainment)
+    slo = profile.tune.slo if profile.tune is not None else None
+    load = load_mod.analyze(matrix, facts, levels, workloads_of(profile), (slo.limits() or None) if slo else None,
+                            attainment=slo.share if slo else SloSettings.DEFAULT_ATTAINMENT)
     sched_arm = next((a for a in arms_of(profile) if a.schedule), None)
     if sched_arm is None:
         load["schedule_verification"] = {"status": "unsupported", "arm": None,
