@@ -2,8 +2,9 @@
 
 Two ways to notice it: SIGHUP (the app's signal handler calls `terminal_lost`), or EIO/EOF on the tty without a
 SIGHUP (`watch_tty` polls the tty from a daemon thread). Either way nobody can answer a dialog any more: the
-children are hurried, the report is written, and the process exits within TERMINAL_LOSS_EXIT_S even if
-Textual's own teardown blocks on the dead terminal.
+children are hurried, the report is written, and the process exits even if Textual's own teardown blocks on the
+dead terminal: TERMINAL_LOSS_EXIT_S after the loss every child is killed, and the process exits once the engine has
+closed the run (report written), at the latest TERMINAL_LOSS_REPORT_S later.
 
 `TerminalLoss` is a mixin of `SpecdecApp` (tui/app/app.py).
 """
@@ -19,7 +20,8 @@ from typing import Any
 
 from ..core.run.engine import EXIT_INTERRUPTED
 
-TERMINAL_LOSS_EXIT_S = 4.0  # the backstop: exit this long after the terminal went away, whatever blocks
+TERMINAL_LOSS_EXIT_S = 4.0  # the backstop: children are killed this long after the terminal went away
+TERMINAL_LOSS_REPORT_S = 20.0  # and the process waits at most this much longer for the report being written
 TTY_POLL_S = 0.5
 
 
@@ -30,8 +32,9 @@ class TerminalLoss:
 
     def terminal_lost(self) -> None:
         """The terminal went away (SIGHUP, or EIO/EOF on the tty: an SSH drop, a killed tmux). Nobody can
-        answer a dialog any more: stop the children with a short grace, write the report, and exit within
-        TERMINAL_LOSS_EXIT_S even if Textual's own teardown blocks on the dead terminal."""
+        answer a dialog any more: stop the children with a short grace, write the report, and exit even if
+        Textual's own teardown blocks on the dead terminal (the backstop: children killed after
+        TERMINAL_LOSS_EXIT_S, the report waited for at most TERMINAL_LOSS_REPORT_S more)."""
         if self._terminal_lost:
             return
         self._terminal_lost = True
@@ -44,9 +47,16 @@ class TerminalLoss:
 
     def _backstop_exit(self) -> None:
         time.sleep(TERMINAL_LOSS_EXIT_S)
-        if self.engine is not None:
-            self.engine.cleanup_sync()  # SIGKILL whatever is left of the children
-        os._exit(self.exit_code if self.exit_code is not None else EXIT_INTERRUPTED)
+        engine = self.engine
+        if engine is not None:
+            engine.cleanup_sync()  # SIGKILL whatever is left of the children
+            # Nothing lost: the engine may still be writing the report (drawing its charts takes seconds on a busy
+            # host); exit as soon as it has closed the run, or after TERMINAL_LOSS_REPORT_S whatever blocks.
+            end = time.monotonic() + TERMINAL_LOSS_REPORT_S
+            while not engine.closed and time.monotonic() < end:
+                time.sleep(0.05)
+        code = self.exit_code if self.exit_code is not None else getattr(engine, "exit_code", None)
+        os._exit(code if code is not None else EXIT_INTERRUPTED)
 
 
 def _detach_from_terminal() -> None:

@@ -46,10 +46,11 @@ TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 
 HEARTBEAT_S = 15.0  # a lost tunnel is noticed within about this (aiohttp pings; no pong closes the websocket)
 # The app stopped with SIGTERM ends its run (servers stopped with their grace, the report written) in seconds; on
-# a loaded machine the report's charts take longest. After this it is hung up: a hung-up app exits within
-# tui.app.terminal.TERMINAL_LOSS_EXIT_S (4 s) whatever blocks, and HANGUP_DEADLINE_S later its group is killed.
+# a loaded machine the report's charts take longest. After this it is hung up: a hung-up app kills its children
+# within tui.app.terminal.TERMINAL_LOSS_EXIT_S (4 s) and exits once its report is written, at the latest
+# TERMINAL_LOSS_REPORT_S (20 s) later, whatever blocks; HANGUP_DEADLINE_S after the hang-up its group is killed.
 STOP_DEADLINE_S = 30.0
-HANGUP_DEADLINE_S = 10.0
+HANGUP_DEADLINE_S = 26.0
 LEFTOVER_GRACE_S = 5.0  # the app's servers die with it (PR_SET_PDEATHSIG); what is still there then is killed
 STDERR_KEEP = 64 * 1024
 REFUSED_CODE = 4001  # websocket close code of a refused second session (4000-4999: the application's own)
