@@ -522,6 +522,8 @@ class MatrixPane(ResultsBase):
         cov = (m.get("coverage") or {}).get(self.workload or "")
         if cov:
             t.append(f"\n{cov}")
+        for note in (m.get("notes") or {}).get(self.workload or "") or []:
+            t.append(f"\nNote: {note}")
         self.query_one("#matrix-noise", Static).update(t)
 
     def _draw_positions(self) -> None:

@@ -219,3 +219,31 @@ def test_chat_acceptance_across_the_034_template_change_is_flagged(tmp_path):
                        text=True, cwd=REPO, timeout=120)
     assert r.returncode == 0 and "warning: Acceptance over chat is compared across vLLM 0.33.0 and 0.34.0" in \
         " ".join(r.stdout.split()), r.stdout[-2000:]
+
+
+def test_the_matrix_flags_chat_acceptance_mixed_across_the_034_template_change():
+    """A continued run whose chat repeats ran on vLLM 0.33 and then 0.34 (the same rule as compare's note): the matrix
+    carries the note for the chat workload only, as a warning where a bench ran without --skip-chat-template."""
+    from tui.core.results import stats as st
+
+    def rep(t, version, chat, skip=True):
+        cmd = ("vllm bench serve --backend openai-chat --endpoint /v1/chat/completions" if chat else
+               "vllm bench serve --backend vllm") + (" --skip-chat-template" if skip else "")
+        return {"output_throughput": t, "vllm_version": version, "command": cmd}
+
+    arms = [{"id": "baseline", "kind": "baseline", "title": "Baseline"},
+            {"id": "eagle3-k1", "kind": "eagle3", "title": "EAGLE3 k=1", "num_speculative_tokens": 1,
+             "method": "eagle3"}]
+
+    def facts(skip):
+        return {a["id"]: {"repeats": {"chat": [rep(100.0, "0.33.0", True, skip), rep(101.0, "0.34.0", True, skip)],
+                                      "sonnet": [rep(100.0, "0.33.0", False), rep(99.0, "0.34.0", False)]}}
+                for a in arms}
+
+    m = st.build_matrix(arms, facts(True), ["chat", "sonnet"])
+    assert list(m["notes"]) == ["chat"] and "0.33.0 and 0.34.0" in m["notes"]["chat"][0]
+    assert "same prompts" in m["notes"]["chat"][0]
+    m = st.build_matrix(arms, facts(False), ["chat", "sonnet"])
+    assert "templated twice" in m["notes"]["chat"][0]
+    one_side = {a["id"]: {"repeats": {"chat": [rep(100.0, "0.34.0", True), rep(101.0, "0.34.1", True)]}} for a in arms}
+    assert st.build_matrix(arms, one_side, ["chat"])["notes"] == {}

@@ -408,7 +408,8 @@ def test_build_matrix_shape_and_per_workload():
     af["eagle3-k1"]["repeats"]["chat"] = [bench(t, acc=40.0) for t in (100, 104, 108)]
     af["eagle3-k2"]["repeats"]["chat"] = [bench(t, acc=30.0, k=2) for t in (101, 105, 109)]
     m = st.build_matrix(arms, af, ["sonnet", "chat"])
-    assert set(m) == {"workloads", "arms", "cells", "recommendation", "noise_floor", "coverage"}
+    assert set(m) == {"workloads", "arms", "cells", "recommendation", "noise_floor", "coverage", "notes"}
+    assert m["notes"] == {}  # one vLLM throughout: nothing to flag
     assert m["workloads"] == ["sonnet", "chat"]
     assert [a["id"] for a in m["arms"]] == ["baseline", "eagle3-k1", "eagle3-k2", "eagle3-k3"]
     assert set(m["arms"][0]) == set(st.ARM_KEYS)

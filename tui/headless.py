@@ -243,6 +243,8 @@ class HeadlessRenderer:
             cov = (m.get("coverage") or {}).get(wl)
             if cov:
                 self.console.print(f"  [dim]{escape(cov)}[/]")
+            for note in (m.get("notes") or {}).get(wl) or []:
+                self.console.print(f"  [yellow]note:[/] {escape(note)}")
 
     def _on_load(self, e: ev.LoadTable) -> None:
         """A load sweep: where each k pays, the best k per level, the schedule, the SLO, drift and the model, as

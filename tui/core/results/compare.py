@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any, Sequence
-from tui.core.results.stats import arm_k
+from tui.core.results.stats import arm_k, chat_template_mix, chat_template_text
 from tui.core.store.schema import report_problem
-from tui.core.versions import at_least
 
 SCHEMA_PREFIX = "specdec-tui/report/"
 NA = "n/a"
@@ -229,45 +228,22 @@ def compare_rows(cols: Sequence[dict[str, Any]]) -> list[tuple[str, ...]]:
     return rows
 
 
-CHAT_TEMPLATE_CHANGED_IN = (0, 34)  # vllm/benchmarks/datasets/datasets.py CHAT_TEMPLATE_BACKENDS (vllm_facts.json)
-
-
-def _chat_benches(rep: dict[str, Any]) -> list[str]:
-    """The `vllm bench serve` commands of a report that went through a chat backend."""
-    out = []
-    for rows in (rep.get("bench_commands") or {}).values():
-        for r in rows if isinstance(rows, list) else ():
-            cmd = str((r or {}).get("command") or "") if isinstance(r, dict) else ""
-            if "openai-chat" in cmd or "vllm-chat" in cmd or "openai-responses" in cmd:
-                out.append(cmd)
-    return out
+def _chat_benches(rep: dict[str, Any]) -> list[dict[str, Any]]:
+    """A report's chat benches as {command, vllm_version} (its bench commands, at the run's vLLM)."""
+    version = (rep.get("versions") or {}).get("vllm") if isinstance(rep.get("versions"), dict) else None
+    return [{"command": str(r.get("command") or ""), "vllm_version": version}
+            for rows in (rep.get("bench_commands") or {}).values() for r in (rows if isinstance(rows, list) else ())
+            if isinstance(r, dict)]
 
 
 def chat_template_note(reports: Sequence[dict[str, Any]]) -> dict[str, str] | None:
-    """A note when acceptance over chat is compared across vLLM <= 0.33 and >= 0.34: 0.34's bench no longer
-    applies the chat template client-side on chat backends, so a chat bench without --skip-chat-template sent
-    double-templated prompts on 0.33 and plain ones on 0.34, and its acceptance is not the same quantity. The
-    app's own chat benches pass --skip-chat-template, so for them the prompts are the same (said as "info")."""
-    sides: dict[bool, list[str]] = {False: [], True: []}
-    cmds: list[str] = []
-    for rep in reports:
-        chat = _chat_benches(rep)
-        version = (rep.get("versions") or {}).get("vllm") if isinstance(rep.get("versions"), dict) else None
-        newer = at_least(version, CHAT_TEMPLATE_CHANGED_IN)
-        if chat and newer is not None:
-            sides[newer].append(str(version))
-            cmds += chat
-    if not (sides[False] and sides[True]):
+    """A note when acceptance over chat is compared across vLLM <= 0.33 and >= 0.34 (stats.chat_template_mix, the
+    one rule the matrix uses too): "info" when every chat bench passed --skip-chat-template (the app's own do: the
+    same prompts on both sides), else "warning"."""
+    mix = chat_template_mix(b for rep in reports for b in _chat_benches(rep))
+    if mix is None:
         return None
-    old, new = ", ".join(sorted(set(sides[False]))), ", ".join(sorted(set(sides[True])))
-    head = (f"Acceptance over chat is compared across vLLM {old} and {new}: from 0.34 `vllm bench serve` no longer "
-            "applies the chat template client-side on chat backends")
-    if all("--skip-chat-template" in c for c in cmds):
-        return {"severity": "info", "text": head + "; every chat bench here passed --skip-chat-template, so both "
-                                                   "sides sent the same prompts."}
-    return {"severity": "warning", "text": head + "; a chat bench here ran without --skip-chat-template, so on "
-                                                  f"{old} its prompts were templated twice: its acceptance is not "
-                                                  "the same quantity as on 0.34."}
+    return {"severity": "info" if mix["skipped"] else "warning", "text": chat_template_text(mix)}
 
 
 def compare_json(reports: Sequence[dict[str, Any]], paths: Sequence[str] | None = None) -> dict[str, Any]:

@@ -238,6 +238,9 @@ def _matrix_markdown(matrix: dict[str, Any], w: Any) -> None:
     covs = list(dict.fromkeys((matrix.get("coverage") or {}).values()))
     w("\n" + (" ".join(covs) if covs else "Intervals are 95 % Student-t intervals over the repeats.")
       + " An arm pays only when its speedup interval's lower bound is above 1.0x.\n")
+    for wl, texts in (matrix.get("notes") or {}).items():
+        for text in texts:
+            w(f"\nNote ({wl}): {text}\n")
     arms = matrix.get("arms") or []
     if any(a.get("startup_s") is not None for a in arms):
         w("\n### Launches\n\n| Arm | Status | Startup (s) | Compile cache hits / misses | Cores, port |\n|---|---|---|---|---|\n")

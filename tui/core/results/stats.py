@@ -18,6 +18,7 @@ from typing import Any, Iterable, Sequence
 
 from tui.core.plan.arms import split_key
 from tui.core.results.contamination import usable_repeats
+from tui.core.versions import at_least
 from tui.core.results.intervals import (  # noqa: F401  (some names re-exported for stats.*)
     _numbers, betainc, noise_floor, ratio_interval, repeats_to_settle, t_cdf, t_interval, t_quantile,
     welch_difference, welch_df,
@@ -400,6 +401,40 @@ def _probe_of(facts: dict[str, Any], key: str) -> dict[str, Any] | None:
     return probes.get(key) or probes.get(split_key(key)[0])
 
 
+# vLLM 0.34's `vllm bench serve` stopped applying the chat template client-side on chat backends
+# (vllm/benchmarks/datasets/datasets.py CHAT_TEMPLATE_BACKENDS; docs/vllm-versions.md): acceptance over chat measured
+# on <= 0.33 and on >= 0.34 is not the same quantity unless the bench passed --skip-chat-template.
+CHAT_TEMPLATE_CHANGED_IN = (0, 34)
+CHAT_BACKENDS = ("openai-chat", "vllm-chat", "openai-responses")
+
+
+def chat_template_mix(benches: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """Chat benches (their recorded command names a chat backend) measured on both sides of vLLM 0.34's chat
+    template change: {"older", "newer" (the versions on each side), "skipped" (every one passed
+    --skip-chat-template: the same prompts on both sides)}; None when they are all on one side."""
+    sides: dict[bool, set[str]] = {False: set(), True: set()}
+    cmds: list[str] = []
+    for b in benches:
+        cmd = str(b.get("command") or "") if isinstance(b, dict) else ""
+        newer = at_least(b.get("vllm_version"), CHAT_TEMPLATE_CHANGED_IN) if isinstance(b, dict) else None
+        if newer is not None and any(c in cmd for c in CHAT_BACKENDS):
+            sides[newer].add(str(b.get("vllm_version")))
+            cmds.append(cmd)
+    if not (sides[False] and sides[True]):
+        return None
+    return {"older": sorted(sides[False]), "newer": sorted(sides[True]),
+            "skipped": all("--skip-chat-template" in c for c in cmds)}
+
+
+def chat_template_text(mix: dict[str, Any]) -> str:
+    head = (f"Acceptance over chat is compared across vLLM {', '.join(mix['older'])} and {', '.join(mix['newer'])}: "
+            "from 0.34 `vllm bench serve` no longer applies the chat template client-side on chat backends")
+    if mix["skipped"]:
+        return head + "; every chat bench here passed --skip-chat-template, so both sides sent the same prompts."
+    return (head + f"; a chat bench here ran without --skip-chat-template, so on {', '.join(mix['older'])} its prompts "
+                   "were templated twice: its acceptance is not the same quantity as on 0.34.")
+
+
 def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, Any] | None],
                  workloads: Sequence[str]) -> dict[str, Any]:
     """The contract's matrix: {workloads, arms, cells: {arm: {workload: Cell}}, recommendation: {workload: ...},
@@ -425,6 +460,7 @@ def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, 
     rec = {wl: recommend(arms_out, cells, wl) for wl in workloads}
     nf = {}
     coverage = {}
+    notes: dict[str, list[str]] = {}
     for i, wl in enumerate(workloads):
         n = noise_floor(_throughputs(_arm_repeats(base_facts, wl, i == 0))) if base else {"ratio": None, "ci95": None}
         nf[wl] = {"ratio": n["ratio"], "ci95": n["ci95"]}
@@ -432,8 +468,11 @@ def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, 
         seeds = max(([r.get("seed") for r in reps] for reps in per_arm),
                     key=lambda ss: len({s for s in ss if s is not None}), default=[])
         coverage[wl] = interval_coverage(max((len(r) for r in per_arm), default=0), seeds)
+        mix = chat_template_mix(r for reps in per_arm for r in reps)  # a continued run on another vLLM
+        if mix is not None:
+            notes[wl] = [chat_template_text(mix)]
     return {"workloads": list(workloads), "arms": arms_out, "cells": cells, "recommendation": rec, "noise_floor": nf,
-            "coverage": coverage}
+            "coverage": coverage, "notes": notes}
 
 
 NA = "n/a"

@@ -187,7 +187,8 @@ ARM = Obj({"id": REQ_STR, "title": STR, "kind": STR, "method": STR, "draft": STR
 RECOMMENDATION = Obj({"verdict": STR, "arm": STR, "candidate": STR, "text": STR, "reason": STR, "overlap": Arr(ANY),
                       "stop_tuning": BOOL, "repeats_needed": INT})
 MATRIX = Obj({"workloads": Arr(Scalar("string", nullable=False)), "arms": Arr(ARM), "cells": Map(Map(CELL)),
-              "recommendation": Map(RECOMMENDATION), "noise_floor": Obj(), "coverage": Obj()})
+              "recommendation": Map(RECOMMENDATION), "noise_floor": Obj(), "coverage": Obj(),
+              "notes": Map(Arr(STR))})
 
 # report.json's "load" (a load sweep: tui/core/results/load.py analyze, plus the results step's schedule
 # verification and ready profile), read by report.md, the figures, the charts view and --expect. Every key a reader
