@@ -63,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--expect", action="append", default=[], metavar="EXPR",
                    help="a gate on the finished run, e.g. 'speedup>=1.15' or 'acceptance>=60' (names from report.json's "
                         "\"metrics\", or a dotted path into report.json); repeatable; a failed gate exits 1")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run a tune run's arms on the Ray cluster at ADDRESS (HOST:PORT of its head, or auto): a "
+                        "baseline on each node, each arm placed by Ray with its NeuronCores/GPUs/CPUs (needs "
+                        "pip install 'specdec-tui[fleet]'; also [fleet] address in the profile)")
     p.add_argument("--list-profiles", action="store_true", help="list the bundled profiles, then exit")
     p.add_argument("--open", metavar="RUN_DIR", dest="open_run",
                    help="browse a finished run (its steps, results and logs) read-only, without starting anything")
@@ -109,7 +113,23 @@ def _vllm_version_problem(given: str) -> str | None:
     return None
 
 
-def _show_commands(profile, args: argparse.Namespace) -> int:
+def _connect_fleet(profile, args: argparse.Namespace):
+    """(executor or None, error text): the Ray cluster of --ray / [fleet] address, connected and checked before
+    anything runs (unreachable, another Ray or Python, no node with an arm's resources: one paragraph)."""
+    from .core.exec import ExecConfig, Executor, ExecutorError
+
+    config = ExecConfig.of(profile, args.ray)
+    if not config.address:
+        return None, ""
+    executor = Executor.get_class(config)(config)
+    try:
+        executor.connect(profile)
+    except ExecutorError as exc:
+        return None, str(exc)
+    return executor, ""
+
+
+def _show_commands(profile, args: argparse.Namespace, executor=None) -> int:
     """--show-commands: the commands for the given (--vllm-version), detected or unknown vLLM version."""
     from .core.plan.commands import Placeholders
     from .core.plan.build import show_commands_text
@@ -132,7 +152,13 @@ def _show_commands(profile, args: argparse.Namespace) -> int:
         source = ("simulated" if profile.simulated else "detected") if version else "unknown"
     interp = find_server_interpreter(ph.resolve(profile.server.command[0]), server_launch_env(profile, ph, environ))
     python = interp.argv if interp.python else None
-    sys.stdout.write(redact(show_commands_text(profile, run_dir, version, source, vllm_python=python)))
+    if executor is not None:
+        from .core.exec.cluster import fleet_commands_text
+
+        text = fleet_commands_text(executor, profile, run_dir, version, source, vllm_python=python)
+    else:
+        text = show_commands_text(profile, run_dir, version, source, vllm_python=python)
+    sys.stdout.write(redact(text))
     return 0
 
 
@@ -141,7 +167,8 @@ def _open_run(args: argparse.Namespace) -> int:
     others = [flag for flag, given in (("--profile", args.profile), ("--demo", args.demo),
                                        ("--headless", args.headless), ("--steps", args.steps),
                                        ("--run-dir", args.run_dir), ("--json", args.json),
-                                       ("--show-commands", args.show_commands), ("--vllm-version", args.vllm_version))
+                                       ("--show-commands", args.show_commands), ("--vllm-version", args.vllm_version),
+                                       ("--ray", args.ray))
               if given]
     if others:
         return _fail_usage(f"--open browses a finished run; it cannot be combined with {', '.join(others)}. "
@@ -296,10 +323,21 @@ def _main(argv: list[str] | None) -> int:
         return _fail_usage(str(exc))
     if expectations and not (args.headless or args.json):
         return _fail_usage("--expect gates a headless run: add --headless (or --json).")
+    if args.ray is not None and not args.ray.strip():
+        return _fail_usage("--ray is empty; give the Ray cluster's address (HOST:PORT of its head, e.g. "
+                           "10.0.0.5:6379, or auto), or leave the option out to run on this host.")
+    if args.ray is not None and profile is None:
+        return _fail_usage("--ray needs a profile: pass --profile NAME|PATH (a tune profile, e.g. tune-demo).")
     if args.show_commands:
         if profile is None:
             return _fail_usage("--show-commands needs a profile: pass --profile NAME|PATH or --demo.")
-        return _show_commands(profile, args)
+        executor, problem = _connect_fleet(profile, args)
+        if problem:
+            return _fail_usage(problem)
+        try:
+            return _show_commands(profile, args, executor)
+        finally:
+            _disconnect(executor)
     if args.vllm_version:
         return _fail_usage("--vllm-version only applies to --show-commands.")
 
@@ -319,6 +357,12 @@ def _main(argv: list[str] | None) -> int:
     else:
         run_dir = Path(os.path.abspath(default_run_dir(profile.name if profile else "interactive")))
 
+    executor = None
+    if profile is not None:  # a fleet: the cluster is checked before anything runs or is written
+        executor, problem = _connect_fleet(profile, args)
+        if problem:
+            return _fail_usage(problem)
+
     interactive = not args.headless and not args.json and sys.stdin.isatty() and sys.stdout.isatty()
     if interactive:
         try:
@@ -328,7 +372,7 @@ def _main(argv: list[str] | None) -> int:
             print("specdec-tui: the interactive UI is not available in this version; running headless.",
                   file=sys.stderr)
         else:
-            return run_app(profile=profile, run_dir=run_dir, steps=steps)
+            return run_app(profile=profile, run_dir=run_dir, steps=steps, **({"executor": executor} if executor else {}))
     elif not args.headless and not args.json:
         print("specdec-tui: no terminal attached; running headless.", file=sys.stderr)
 
@@ -338,6 +382,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        _disconnect(executor)
         err = unwritable_error(exc, run_dir)
         why = err.reason() if err is not None else (exc.strerror or str(exc))
         return _fail_usage(f"cannot create the run directory {run_dir}: {why}. Choose a writable --run-dir.")
@@ -345,7 +390,7 @@ def _main(argv: list[str] | None) -> int:
     from .headless import HeadlessRenderer
 
     renderer = HeadlessRenderer(verbose=args.verbose)
-    engine = Engine(profile, run_dir, renderer, steps=steps, verbose=args.verbose)
+    engine = Engine(profile, run_dir, renderer, steps=steps, verbose=args.verbose, executor=executor)
     code = run_engine_blocking(engine)
     report_json = run_dir / "report.json"
     if expectations and report_json.exists() and engine.refused is None and engine.unwritable is None:
@@ -365,6 +410,14 @@ def _main(argv: list[str] | None) -> int:
             msg = redact(str(problem)) if problem is not None else "no report written"
             sys.stdout.write(json.dumps({"error": msg, "exit_code": code}) + "\n")
     return code
+
+
+def _disconnect(executor) -> None:
+    """Leave the Ray cluster (a fleet run that ends before its engine starts)."""
+    if executor is not None:
+        import asyncio
+
+        asyncio.run(executor.shutdown())
 
 
 if __name__ == "__main__":  # pragma: no cover

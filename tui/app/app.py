@@ -99,8 +99,9 @@ class SpecdecApp(EnginePump, PaneActions, TerminalLoss, App[int]):
 
     def __init__(self, profile: Profile | None = None, run_dir: str | Path | None = None,
                  steps: list[str] | None = None, *, frozen: bool | None = None, handle_signals: bool = False,
-                 max_log_lines: int = 10_000, browse: ClosedRun | None = None):
+                 max_log_lines: int = 10_000, browse: ClosedRun | None = None, executor: Any = None):
         super().__init__()
+        self.executor = executor  # where the steps run (tui/core/exec): None for this host, a fleet's for --ray
         self.frozen = env_frozen() if frozen is None else frozen
         self.browse = browse  # --open RUN_DIR: a finished run, read-only; no engine ever starts
         if browse is not None:
@@ -271,6 +272,10 @@ class SpecdecApp(EnginePump, PaneActions, TerminalLoss, App[int]):
         self.pane(step).set_state(status, seconds, summary)
         self._update_hint()
         self.refresh_bindings()
+
+    def set_step_node(self, step: str, node: str) -> None:
+        """A fleet run (--ray): the step list names the node each arm runs on."""
+        self.query_one(StepList).set_node(step, node)
 
     @property
     def cursor(self) -> str | None:
@@ -459,7 +464,7 @@ class SpecdecApp(EnginePump, PaneActions, TerminalLoss, App[int]):
         self.profile = prof
         if self.run_dir is None:
             self.run_dir = default_run_dir(prof.name)
-        self.engine = Engine(prof, self.run_dir, self.sink, steps=self.requested_steps)
+        self.engine = Engine(prof, self.run_dir, self.sink, steps=self.requested_steps, executor=self.executor)
         pane.lock_profile()
         self.set_step_status("profile", "passed", 0.0, prof.name)
         res = self.results_pane
@@ -691,10 +696,11 @@ class SpecdecApp(EnginePump, PaneActions, TerminalLoss, App[int]):
 
 
 def run_app(profile: Profile | None, run_dir: str | Path | None, steps: list[str] | None = None,
-            browse: ClosedRun | None = None) -> int:
+            browse: ClosedRun | None = None, executor: Any = None) -> int:
     """Run the interactive app; returns the engine's exit code (130 when the run was interrupted). With
     `browse` (--open RUN_DIR) it shows that finished run read-only and returns 0."""
-    app = SpecdecApp(profile=profile, run_dir=run_dir, steps=steps, handle_signals=True, browse=browse)
+    app = SpecdecApp(profile=profile, run_dir=run_dir, steps=steps, handle_signals=True, browse=browse,
+                     executor=executor)
     stop_watch = watch_tty(app)  # EIO/EOF on the tty without a SIGHUP (terminal.py)
     try:
         result = app.run()

@@ -48,10 +48,11 @@ from tui.core.store.rundir import (
 )
 from tui.core.run.resume import Resume
 from tui.core.run.reuse import check_reuse
-from tui.core.run.standin import StandIn
+from tui.core.exec import ExecConfig, Executor
+from tui.core.exec.standin import StandIn
+from tui.core.run.fleet import Fleet
 from tui.core.secrets import add_secrets, add_secrets_from_env, redact, redact_event
 from tui.core.steps.base import StepContext, StepResult
-from tui.core.steps.registry import step_for
 from tui.core.proc.supervisor import ManagedProcess
 from tui.core.host.hub import hub_settings
 
@@ -90,9 +91,9 @@ def parse_steps(spec: str | None, profile: Profile | None = None) -> list[str]:
     return [s for s in allowed if s in wanted]
 
 
-class Engine(StandIn, Resume):
+class Engine(StandIn, Fleet, Resume):
     def __init__(self, profile: Profile, run_dir: Path, sink: Sink, steps: list[str] | None = None,
-                 verbose: bool = False):
+                 verbose: bool = False, executor: Executor | None = None):
         # Paths resolved once: the run directory and the profile's paths are absolute from here on, so every
         # child gets absolute paths whatever its working directory (some run in the run directory).
         run_dir = Path(os.path.abspath(run_dir))
@@ -133,6 +134,9 @@ class Engine(StandIn, Resume):
         self._opened_steps = False
         self._step_task: asyncio.Future[Any] | None = None
         self.run.on_unwritable(self._unwritable_seen)
+        # Where the steps run (tui/core/exec): this process, or a Ray cluster's nodes (connected by the caller).
+        self.executor = executor if executor is not None else Executor.get_class(ExecConfig())()
+        self._fleet_init()
 
     # -- an unwritable run directory: handled once ------------------------------------------------
     def _unwritable_seen(self, err: RunDirUnwritable) -> None:
@@ -179,7 +183,7 @@ class Engine(StandIn, Resume):
     def hurry(self, grace_s: float = 1.0) -> None:
         """Nobody is watching any more (the terminal went away): from now on every child is stopped with a
         short SIGINT grace before SIGTERM, so the whole shutdown fits in a few seconds."""
-        for proc in self.ctx.cleanups:
+        for proc in [*self.ctx.cleanups, self.executor]:
             if getattr(proc, "grace_s", 0.0) > grace_s:
                 proc.grace_s = grace_s
 
@@ -190,6 +194,10 @@ class Engine(StandIn, Resume):
                 proc.kill_now()
             except OSError:
                 pass
+        try:
+            self.executor.kill_now()
+        except Exception:
+            pass
 
     # -- running -----------------------------------------------------------------------------------
     async def run_step(self, sid: str) -> StepResult:
@@ -203,6 +211,8 @@ class Engine(StandIn, Resume):
             self._emit(StepStarted(sid, title))
             self._emit(StepFinished(sid, "failed", 0.0, why))
             return res
+        if self.executor.batched(sid) and not self.platform_error:
+            return await self._batched_step(sid)  # run/fleet.py: it runs alongside the other arms
         self.attempts[sid] = self.attempts.get(sid, 0) + 1
         self.ctx.diagnoses[:] = [d for d in self.ctx.diagnoses if d.step != sid]
         self.results.pop(sid, None)
@@ -214,7 +224,7 @@ class Engine(StandIn, Resume):
             if self.platform_error:
                 res = StepResult("failed", self.platform_error)
             else:
-                self._step_task = asyncio.ensure_future(step_for(sid, self.profile)(self.ctx, sid))
+                self._step_task = asyncio.ensure_future(self.executor.run_step(self.ctx, sid))
                 try:
                     res = await self._step_task
                 except asyncio.CancelledError:
@@ -318,7 +328,10 @@ class Engine(StandIn, Resume):
         prof = self.profile
         try:
             try:
-                await self._start_stand_in()  # before RunStarted, so {sim_hub} and friends resolve from then on
+                if self.executor.local:
+                    await self._start_stand_in()  # before RunStarted, so {sim_hub} and friends resolve from then on
+                else:
+                    await self._open_fleet()  # run/fleet.py: each node's agent starts that node's platform
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a bug or an odd environment: the run reports it, every step fails on it
@@ -328,6 +341,8 @@ class Engine(StandIn, Resume):
             self._emit(RunStarted("", prof.name, str(self.run.path), tuple(self.steps), prof.simulated))
             if self.stand_in_notice:
                 self._emit(Notice("", "info", self.stand_in_notice))
+            for notice in self._fleet_notices():
+                self._emit(notice)
             if self.platform_error:
                 self._emit(Notice("", "error", self.platform_error))
             for text in self._file_notices:
@@ -370,6 +385,9 @@ class Engine(StandIn, Resume):
             except (asyncio.CancelledError, Exception):
                 pass
         await self._cleanup()
+        await self.executor.shutdown()  # a fleet: its nodes' agents and platforms, then the cluster connection
+        if not self.executor.local:
+            self.run.state["fleet"] = self.executor.describe()
         if self.refused is not None:
             code = EXIT_USAGE
         elif self.unwritable is not None:
@@ -501,6 +519,7 @@ class Engine(StandIn, Resume):
             return int(self.exit_code or 0)
         if not self.opened:
             await self.open()
+        await self._stop_batch()  # a fleet's arms still running stop with the run
         failed = self.failed_step
         if interrupted:
             code = ExitCode.INTERRUPTED
