@@ -8,6 +8,9 @@ it is left as it is.
 
 `specdec-tui compare RUN_DIR RUN_DIR… [--json]`: saved runs side by side (tui/core/results/compare.py); 0 printed,
 2 a run directory without a readable specdec-tui report.json (or a usage error).
+
+`specdec-tui fleet-local --nodes N [-- COMMAND…]`: a local Ray cluster of N simulated nodes to try --ray on
+(tui/sim/fleet.py); with a COMMAND, it runs with RAY_ADDRESS set and the cluster goes down after it.
 """
 
 from __future__ import annotations
@@ -260,6 +263,10 @@ def _main(argv: list[str] | None) -> int:
         argv = sys.argv[1:]
     if argv and argv[0] == "compare":
         return _compare_main(list(argv[1:]))
+    if argv and argv[0] == "fleet-local":  # a local Ray cluster of simulated nodes, to try --ray (tui/sim/fleet.py)
+        from .sim.fleet import main as fleet_local_main
+
+        return fleet_local_main(list(argv[1:]))
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

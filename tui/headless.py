@@ -260,6 +260,10 @@ class HeadlessRenderer:
             cov = (m.get("coverage") or {}).get(wl)
             if cov:
                 self.console.print(f"  [dim]{escape(cov)}[/]")
+            spread = ((m.get("fleet") or {}).get("spread") or {}).get(wl) or {}
+            if spread.get("text"):  # a fleet run: each arm against its own node's baseline; the nodes' spread
+                self.console.print(f"  [dim]fleet: each speedup is against the baseline of the arm's own node "
+                                   f"(@nK); {escape(spread['text'])}[/]")
 
     def _on_load(self, e: ev.LoadTable) -> None:
         """A load sweep: where each k pays, the best k per level, the schedule, the SLO, drift and the model, as

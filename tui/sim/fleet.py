@@ -1,4 +1,4 @@
-"""`python -m tui.sim.fleet --nodes N [-- COMMAND ...]`: a local Ray cluster of N simulated nodes, to try
+"""`specdec-tui fleet-local --nodes N [-- COMMAND ...]` (or `python -m tui.sim.fleet`): a local Ray cluster of N simulated nodes, to try
 `specdec-tui --ray` without hardware (a simulator-side tool; the engine never imports it).
 
 Each node is a real Ray node (its own raylet: `ray.cluster_utils.Cluster`, Ray's own multi-node-on-one-machine
@@ -15,6 +15,8 @@ code is COMMAND's. Without one, it prints the address and serves until Ctrl+C.
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import logging
 import os
 import shutil
 import signal
@@ -34,6 +36,7 @@ def start_cluster(nodes: int, platform: str = "neuron", neuron_cores: int = TRN2
     """(cluster, its nodes, address): `nodes` Ray nodes on 127.0.0.1, the first the head."""
     from ray.cluster_utils import Cluster
 
+    logging.getLogger("ray").setLevel(logging.WARNING)  # not Ray's notes on its own address file
     res = {"neuron_cores": float(neuron_cores)} if platform == "neuron" else {}
     ncpu = 1 if platform == "neuron" else cpus
     head: dict[str, Any] = {"num_cpus": ncpu, "resources": res, "node_ip_address": "127.0.0.1",
@@ -55,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         i = argv.index("--")
         argv, command = argv[:i], argv[i + 1:]
-    p = argparse.ArgumentParser(prog="python -m tui.sim.fleet",
+    p = argparse.ArgumentParser(prog="specdec-tui fleet-local",
                                 description="A local Ray cluster of simulated nodes for specdec-tui --ray.")
     p.add_argument("--nodes", type=int, default=2, help="how many nodes (default 2)")
     p.add_argument("--platform", choices=("neuron", "cpu"), default="neuron",
@@ -65,10 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not 1 <= args.nodes <= 8:
         p.error("--nodes takes 1 to 8")
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        print("python -m tui.sim.fleet: Ray is not installed; pip install 'specdec-tui[fleet]'", file=sys.stderr)
+    if importlib.util.find_spec("ray") is None:
+        print("specdec-tui fleet-local: Ray is not installed in this Python; pip install 'specdec-tui[fleet]'",
+              file=sys.stderr)
         return 2
     tmp = tempfile.mkdtemp(prefix="sdray-", dir="/tmp")  # short: Ray's socket paths have a length limit
     cluster = None

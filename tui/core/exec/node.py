@@ -123,11 +123,14 @@ class Outbox:
         self.turn_asked = False
         self._sent: dict[str, tuple[int, int]] = {}  # finished files: (size, mtime_ns) as last sent
         self._log_at: dict[str, int] = {}  # logs: bytes sent
+        self.launched_at: float | None = None  # when the step launched its server (the fleet's own cost per arm)
 
     def emit(self, e: Event) -> None:
         self.events.append(e)
         if isinstance(e, SYNC_EVENTS):
             self.want_sync = True
+            if self.launched_at is None and isinstance(e, Command) and e.role == "serve":
+                self.launched_at = time.time()
 
     def seed(self, names: list[str]) -> None:
         """Files put into the staging directory from the driver (kept results): never sent back."""
@@ -352,6 +355,7 @@ class ArmRunner:
         self._tasks: list[asyncio.Future[Any]] = []
         self._port: PortLock | None = None
         self.staging: Path | None = None
+        self.created = time.time()  # the actor's process is up and this arm's runner made
 
     def where(self) -> dict[str, Any]:
         return {"node_id": self.node_id, "pid": os.getpid(), "hostname": socket.gethostname(),
@@ -410,6 +414,8 @@ class ArmRunner:
             async for msg in drive(ctx, self.out, arm.id, run_arm(ctx, arm), self._tasks):
                 if "result" in msg:
                     msg["result"]["facts"]["node_seconds"] = round(time.monotonic() - started, 3)
+                    msg["result"]["facts"]["ray_timing"] = {"actor_started": self.created,
+                                                            "launched": self.out.launched_at}
                 yield msg
         finally:
             self._port.release()

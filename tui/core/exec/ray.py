@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,10 @@ from tui.core.steps.registry import step_for
 from tui.core.store.rundir import AppendLog, RunDir, RunDirUnwritable
 
 AGENT_OPEN_TIMEOUT_S = STAND_IN_TIMEOUT_S + 90.0
-STOP_GRACE_S = 5.0  # a stopping arm's server: SIGINT, at most this long, then SIGTERM
+STOP_GRACE_S = 3.0  # a stopping arm's server: SIGINT, at most this long, then SIGTERM
 STOP_WAIT_S = 8.0  # then Ray kills what is left (the watchdog SIGTERMs, then SIGKILLs, the servers' groups)
 PLACE_POLL_S = 2.0
+NODE_DEATH_S = 45.0  # after a failed remote call: how long to wait for Ray to say whether the node is gone
 NODE_STEPS = ("env", "checkpoints")  # run on every node
 
 
@@ -220,7 +222,7 @@ class RayExecutor(Connect, Executor):
             g.agent.stop.remote(1.0)
             raise
         except Exception as exc:
-            why = self._lost_why(exc, g)
+            why = await self._lost_why(exc, g)
             return StepResult("failed", f"{g.key}: {why}")
         if res is None:
             return StepResult("failed", f"{g.key}: the step ended without a result")
@@ -240,8 +242,14 @@ class RayExecutor(Connect, Executor):
         return out
 
     async def _everywhere(self, ctx: StepContext, sid: str) -> StepResult:
+        """`sid` on every node: env at once (it only reads); checkpoints one node after another, since nodes may
+        share a model cache (a ParallelCluster /home, an FSx mount): the first node downloads or prepares, the next
+        finds the files in place, and no two write the same directory at once."""
         live = self._live()
-        results = await asyncio.gather(*(self._agent_step(g, sid, self._prior(ctx, g, sid)) for g in live))
+        if sid == "env":
+            results = list(await asyncio.gather(*(self._agent_step(g, sid, self._prior(ctx, g, sid)) for g in live)))
+        else:
+            results = [await self._agent_step(g, sid, self._prior(ctx, g, sid)) for g in live]
         for g, r in zip(live, results):
             if r.status.ok:
                 if sid == "env":
@@ -270,7 +278,7 @@ class RayExecutor(Connect, Executor):
             try:
                 got = await _get(g.agent.put_file.remote(name, ds["data"], sha))
             except Exception as exc:
-                got = {"ok": False, "sha256": self._lost_why(exc, g)}
+                got = {"ok": False, "sha256": await self._lost_why(exc, g)}
             if got.get("ok"):
                 g.dataset_path = got["path"]
                 self.emit(Fact("dataset", f"copy on {g.key}", f"{len(ds['data'])} bytes", "pass",
@@ -458,7 +466,12 @@ class RayExecutor(Connect, Executor):
         except Exception:
             return False
 
-    def _lost_why(self, exc: BaseException, g: NodeGroup | None) -> str:
+    async def _lost_why(self, exc: BaseException, g: NodeGroup | None) -> str:
+        """Why a remote call failed: the node is gone (Ray's GCS notices a dead raylet within its health-check
+        period: waited for up to NODE_DEATH_S), or the actor's worker died on a node that lives."""
+        deadline = time.monotonic() + NODE_DEATH_S
+        while g is not None and self._node_alive(g.node_id) and time.monotonic() < deadline and not self._stopping:
+            await asyncio.sleep(1.0)
         if g is not None and not self._node_alive(g.node_id):
             why = f"node lost (Ray node {g.node_id[:8]} at {g.address} is gone)"
             if not g.lost:
@@ -516,6 +529,7 @@ class RayExecutor(Connect, Executor):
         g: NodeGroup | None = None
         held: list[bool] = []
         turn: asyncio.Future[Any] | None = None
+        submitted = time.time()
         actor = self._arm_cls.options(**self._arm_options(pin, exclude or set())).remote(ctx.profile,
                                                                                          str(self.run.path))
         self._actors[arm.id] = actor
@@ -525,6 +539,7 @@ class RayExecutor(Connect, Executor):
             finally:
                 if placed is not None:
                     placed.set()
+            placed_at = time.time()
             g = self._group_of(where["node_id"])
             if g is None:
                 raise RuntimeError(f"Ray placed {arm.id} on node {where['node_id'][:8]}, outside the fleet")
@@ -543,6 +558,7 @@ class RayExecutor(Connect, Executor):
                 raise RuntimeError(f"{arm.id} ended without a result")
             facts = dict(result["facts"])
             facts["node"] = g.public()
+            facts["ray_timing"] = dict(facts.get("ray_timing") or {}, submitted=submitted, placed=placed_at)
             for recs in (facts.get("repeats") or {}).values():
                 for rec in recs if isinstance(recs, list) else []:
                     if isinstance(rec, dict):
@@ -556,7 +572,7 @@ class RayExecutor(Connect, Executor):
             if self._stopping:
                 return StepResult("interrupted", "interrupted: the run stopped it"), g, ""
             ray_error = isinstance(exc, self.ray.exceptions.RayError)
-            why = self._lost_why(exc, g) if ray_error else f"{type(exc).__name__}: {exc}"
+            why = await self._lost_why(exc, g) if ray_error else f"{type(exc).__name__}: {exc}"
             where = f"on {g.key}: " if g is not None else ""
             return StepResult("failed", where + why), g, why if ray_error else ""
         finally:

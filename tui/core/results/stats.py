@@ -381,12 +381,15 @@ def _num(v: Any, nd: int = 1, suffix: str = "") -> str:
 
 
 def matrix_columns(matrix: dict[str, Any], width: int = 120) -> list[str]:
-    """Column titles, one per arm in matrix order ("baseline", "k=1", with the draft where drafts differ);
-    at width <= 80 at most 12 characters each."""
+    """Column titles, one per arm in matrix order ("baseline", "k=1", with the draft where drafts differ, and
+    "@n2" for the node of a fleet run); at width <= 80 at most 12 characters each."""
     arms = matrix.get("arms") or []
     out = []
     for a in arms:
         t = arm_label(a, arms).replace("k = ", "k=")
+        node = (a.get("node") or {}).get("key")
+        if node:  # a fleet run: the node the arm ran on (its speedup is against that node's baseline)
+            t = f"{t[:12 - len(node) - 1] if width <= 80 else t}@{node}"
         if width <= 80 and len(t) > 12:
             t = t[:11] + "…"
         out.append(t)

@@ -114,6 +114,8 @@ class Fleet:
         already running in one, then wait for `sid` to end."""
         fut = self._batch.get(sid)
         if fut is None or fut.done():
+            for problem in self.executor.check_health():  # a node lost earlier takes no new arm
+                self._emit(Notice(sid, "warning", f"fleet: {problem}; the arms run on the other nodes"))
             running = {s for s, f in self._batch.items() if not f.done()}
             todo = [s for s in self.steps if self.executor.batched(s) and s not in running
                     and (s == sid or self.status_of(s) is None)]
