@@ -161,3 +161,41 @@ def test_the_baseline_spread_across_nodes_is_fiellers_interval_on_the_fastest_ov
     t = sst.t.ppf(0.975, df)
     for bound in (lo, hi):
         assert (mx - bound * my) ** 2 == pytest.approx(t ** 2 * (vx + bound ** 2 * vy), rel=1e-2)
+
+
+# -- children of a Ray actor ----------------------------------------------------------------------------------
+
+def test_a_child_starts_with_no_signal_blocked_whatever_thread_started_it():
+    """A Ray actor's event loop runs in a thread that blocks SIGINT, and a blocked mask survives exec: the
+    supervisor's wrapper (tui.core.proc.pdeathsig) clears it, so a server stops gracefully on SIGINT there too."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    got: dict[str, str] = {}
+
+    def spawn() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        raw = subprocess.Popen(["sleep", "30"])
+        wrapped = subprocess.Popen([sys.executable, "-m", "tui.core.proc.pdeathsig", "sleep", "30"])
+        try:
+            for name, p in (("raw", raw), ("wrapped", wrapped)):
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    status = Path(f"/proc/{p.pid}/status").read_text()
+                    if "Name:\tsleep" in status:
+                        got[name] = next(ln.split()[1] for ln in status.splitlines() if ln.startswith("SigBlk"))
+                        break
+                    time.sleep(0.05)
+        finally:
+            for p in (raw, wrapped):
+                p.kill()
+                p.wait()
+
+    t = threading.Thread(target=spawn)
+    t.start()
+    t.join()
+    assert int(got["raw"], 16) & (1 << (signal.SIGINT - 1))  # what the thread's mask would leave the child
+    assert int(got["wrapped"], 16) == 0

@@ -99,6 +99,29 @@ def ray_mode(tmp: Path, nodes: int, prof: Path, args: argparse.Namespace) -> tup
     return wall, up, rep, run_dir
 
 
+def flood(n: int = 100_000) -> float:
+    """Events per second through a node's outbox and back (remap, coalesce, pickle as Ray ships it, unpickle):
+    the remote path's own cost per event, to hold against the flood rates of tests/perf/bench_tui_flood.py."""
+    import pickle
+
+    from tui.core import events as ev
+    from tui.core.exec.node import Outbox, Remap
+
+    with tempfile.TemporaryDirectory() as d:
+        out = Outbox(Path(d), Remap([(d, "/driver/run")]))
+        line = "(EngineCore_DP0 pid=4242) INFO 01-01 12:00:00 [core.py:1] Avg prompt throughput: 0.0 tokens/s, " * 2
+        t0 = time.perf_counter()
+        sent = 0
+        for i in range(n):
+            out.emit(ev.LogLine("eagle3-k2", line))
+            if i % 2000 == 1999:  # about one message per FLUSH_S at 20,000 lines/s
+                msg = pickle.loads(pickle.dumps(out.drain()))
+                sent += len(msg["events"])
+        sent += len(pickle.loads(pickle.dumps(out.drain()))["events"])
+        assert sent == n
+        return n / (time.perf_counter() - t0)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6])
@@ -106,7 +129,11 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=10)
     ap.add_argument("--time-scale", type=float, default=0.25)
     ap.add_argument("--nodes", type=int, nargs="+", default=[2, 3])
+    ap.add_argument("--flood-only", action="store_true", help="only the outbox's events per second")
     args = ap.parse_args()
+    print(f"a node's outbox: {flood():,.0f} log events/s through remap, batching and pickling")
+    if args.flood_only:
+        return 0
     results: dict[str, tuple[float, dict, Path]] = {}
     with tempfile.TemporaryDirectory(prefix="specdec-fleet-perf-") as d:
         tmp = Path(d)

@@ -286,9 +286,13 @@ class NodeAgent(StandIn):
                 "stand_in": self.stand_in_message, "hostname": socket.gethostname(), "pid": os.getpid(),
                 "cpu_model": _cpu_model(), "dir": str(self.dir), "files": msg["files"], "events": msg["events"]}
 
-    async def run_step(self, sid: str, shared: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    async def run_step(self, sid: str, shared: dict[str, Any],
+                       profile: Profile | None = None) -> AsyncIterator[dict[str, Any]]:
         """Run the engine's step `sid` on this node (env, checkpoints, dataset), streaming its messages. `shared`:
-        the run's facts of earlier steps on this node, for those this agent has not found itself (a continued run)."""
+        the run's facts of earlier steps on this node, for those this agent has not found itself (a continued run);
+        `profile`: the run's profile now (a retry may bring corrected settings)."""
+        if profile is not None:
+            self.profile = self.ctx.profile = profile
         for k, v in shared.items():
             self.ctx.shared.setdefault(k, v)
         step = step_for(sid, self.profile)(self.ctx, sid)

@@ -203,6 +203,7 @@ class RayExecutor(Connect, Executor):
         return self.profile is not None and is_arm_step(self.profile, sid)
 
     async def run_step(self, ctx: StepContext, sid: str) -> StepResult:
+        self.profile = ctx.profile  # a retry may bring corrected settings (Engine.set_profile)
         if sid in NODE_STEPS:
             return await self._everywhere(ctx, sid)
         if sid == "dataset":
@@ -212,7 +213,7 @@ class RayExecutor(Connect, Executor):
     async def _agent_step(self, g: NodeGroup, sid: str, shared: dict[str, Any]) -> StepResult:
         res: dict[str, Any] | None = None
         try:
-            gen = g.agent.run_step.options(num_returns="streaming").remote(sid, shared)
+            gen = g.agent.run_step.options(num_returns="streaming").remote(sid, shared, self.profile)
             async for ref in gen:
                 msg = await ref
                 self._deliver(g, msg, agent=True)
@@ -296,6 +297,7 @@ class RayExecutor(Connect, Executor):
 
     # -- the arms -------------------------------------------------------------------------------------------
     def start_batch(self, ctx: StepContext, sids: list[str], hooks: ArmHooks) -> dict[str, asyncio.Future[StepResult]]:
+        self.profile = ctx.profile
         if self not in ctx.cleanups:
             ctx.cleanups.append(self)  # the engine's cleanup stops the arms, whatever way the run ends
         self._stopping = False
@@ -571,10 +573,16 @@ class RayExecutor(Connect, Executor):
         except Exception as exc:
             if self._stopping:
                 return StepResult("interrupted", "interrupted: the run stopped it"), g, ""
-            ray_error = isinstance(exc, self.ray.exceptions.RayError)
-            why = await self._lost_why(exc, g) if ray_error else f"{type(exc).__name__}: {exc}"
+            rx = self.ray.exceptions
+            lost = isinstance(exc, (rx.RayActorError, rx.WorkerCrashedError, rx.NodeDiedError, rx.ObjectLostError))
+            if lost:
+                why = await self._lost_why(exc, g)
+            else:  # an error of the arm's own (a RayTaskError carries it): named, not run again
+                cause = getattr(exc, "cause", None) or exc
+                first = (str(cause).strip().splitlines() or [type(cause).__name__])[-1]
+                why = f"{type(cause).__name__}: {first[:300]}"
             where = f"on {g.key}: " if g is not None else ""
-            return StepResult("failed", where + why), g, why if ray_error else ""
+            return StepResult("failed", where + why), g, why if lost else ""
         finally:
             if turn is not None and not turn.done():
                 turn.cancel()
