@@ -199,3 +199,15 @@ def test_a_child_starts_with_no_signal_blocked_whatever_thread_started_it():
     t.join()
     assert int(got["raw"], 16) & (1 << (signal.SIGINT - 1))  # what the thread's mask would leave the child
     assert int(got["wrapped"], 16) == 0
+
+
+def test_compare_shows_each_fleet_arm_beside_its_own_nodes_baseline():
+    from tui.core.results.compare import columns_of
+
+    f = facts_of()
+    fv = fleet.view([a["id"] for a in ARMS], f, ["sonnet"])
+    m = fleet.matrix([dict(a) for a in ARMS], fv, ["sonnet"], f)
+    cols = {c["arm"]: c for c in columns_of({"profile": "p", "matrix": m}, "run")}
+    assert cols["eagle3-k2"]["baseline_tok_s"] == pytest.approx((80 + 83 + 79) / 3, rel=1e-4)  # n2's
+    assert cols["eagle3-k1"]["baseline_tok_s"] == pytest.approx((100 + 104 + 98) / 3, rel=1e-4)  # n1's
+    assert cols["eagle3-k2"]["speedup"] == pytest.approx(301 / 242, rel=1e-3)

@@ -77,7 +77,11 @@ def launch_delays(run_dir: Path, local: bool) -> list[float]:
             rt = (node or {}).get("ray_timing") or {}
             if rt.get("launched") and rt.get("actor_started"):
                 out.append(rt["launched"] - rt["actor_started"])
+                STARTS.append(rt["actor_started"] - rt.get("submitted", rt["actor_started"]))
     return out
+
+
+STARTS: list[float] = []  # per arm: Ray creating its actor (a new worker process) after the driver asked
 
 
 def ray_mode(tmp: Path, nodes: int, prof: Path, args: argparse.Namespace) -> tuple[float, float, dict, Path]:
@@ -165,7 +169,9 @@ def main() -> int:
             fl = launch_delays(results[f"ray{n}"][2], False)
             if fl:
                 print(f"{n} nodes: actor start -> server launch per arm: median {statistics.median(fl):.2f} s, "
-                      f"max {max(fl):.2f} s (n={len(fl)})")
+                      f"max {max(fl):.2f} s (n={len(fl)}); actor requested -> started: median "
+                      f"{statistics.median(STARTS):.2f} s, max {max(STARTS):.2f} s")
+                STARTS.clear()
         if local:
             print(f"one host: step start -> server launch per arm: median {statistics.median(local):.2f} s "
                   "(the arm step's own pre-launch work; second-resolution stamps)")

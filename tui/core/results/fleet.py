@@ -21,7 +21,7 @@ import json
 from typing import Any, Sequence
 
 from tui.core.results.intervals import _numbers, ratio_interval, t_interval
-from tui.core.results.stats import build_matrix
+from tui.core.results.stats import build_matrix, cell
 
 
 def node_baselines(facts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -186,7 +186,8 @@ def matrix(rows: list[dict[str, Any]], fv: dict[str, Any], keys: list[str],
     """A fleet's matrix (stats.build_matrix with each arm paired with its nodes' baselines, `view`); when the nodes
     fall into several classes, it holds the first class's arms and `fleet.classes` a matrix per class. The
     matrix's `fleet`: node → class, the classes (nodes, facts, how they differ, arms), the baseline spread, the
-    repeats left out and each arm's pairing (the nodes whose baselines it is compared with)."""
+    repeats left out, each arm's pairing (the nodes whose baselines it is compared with) and each node's baseline
+    cell per workload (`baselines`)."""
     classes = fv["classes"]
     arm_class = fv["arm_class"]
 
@@ -198,7 +199,10 @@ def matrix(rows: list[dict[str, Any]], fv: dict[str, Any], keys: list[str],
     main = of_class(classes[0]["id"] if several else None)
     info: dict[str, Any] = {"nodes": {c: n for c, n in fv["class_of"].items()}, "classes": [],
                             "spread": spread(facts, keys), "left_out": fv["left_out"],
-                            "pairing": {aid: b.get("nodes") for aid, b in fv["baselines"].items()}}
+                            "pairing": {aid: b.get("nodes") for aid, b in fv["baselines"].items()},
+                            "baselines": {key: {wl: cell(_repeats(b, wl), speculative=False) for wl in keys}
+                                          for key, b in sorted(node_baselines(facts).items(),
+                                                               key=lambda kv: _key_order(kv[0]))}}
     for c in classes:
         entry = {"id": c["id"], "nodes": c["nodes"], "host": c["host"], "differs": c["differs"],
                  "arms": [r["id"] for r in rows if arm_class.get(r["id"]) == c["id"] and r.get("kind") != "baseline"]}
