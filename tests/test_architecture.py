@@ -20,6 +20,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("plan", ("tui.core.plan",)),
     ("results", ("tui.core.results",)),
     ("steps", ("tui.core.steps",)),
+    ("exec", ("tui.core.exec",)),
     ("run", ("tui.core.run",)),
 ]
 

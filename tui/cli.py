@@ -11,6 +11,9 @@ it is left as it is.
 
 `specdec-tui serve-web [...]`: the wizard in a browser (tui/web/cli.py); each browser session runs this CLI with
 `main(argv, web=True)` (tui/web/child.py): the app is drawn through the browser, not a terminal.
+
+`specdec-tui fleet-local --nodes N [-- COMMAND…]`: a local Ray cluster of N simulated nodes to try --ray on
+(tui/sim/fleet.py); with a COMMAND, it runs with RAY_ADDRESS set and the cluster goes down after it.
 """
 
 from __future__ import annotations
@@ -78,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "report.json, e.g. 'matrix.cells.eagle3-k1.sonnet@c4.speedup.ratio>1' or "
                         "'load.workloads.sonnet.arms.eagle3-k1.levels.4.speedup.ratio>1'); repeatable; a failed gate "
                         "exits 1, one the run cannot produce exits 2 before anything runs")
+    p.add_argument("--ray", metavar="ADDRESS",
+                   help="run a tune run's arms on the Ray cluster at ADDRESS (HOST:PORT of its head, or auto): a "
+                        "baseline on each node, each arm placed by Ray with its NeuronCores/GPUs/CPUs (needs "
+                        "pip install 'specdec-tui[fleet]'; also [fleet] address in the profile)")
     p.add_argument("--list-profiles", action="store_true", help="list the bundled profiles, then exit")
     p.add_argument("--open", metavar="RUN_DIR", dest="open_run",
                    help="browse a finished run (its steps, results and logs) read-only, without starting anything")
@@ -121,7 +128,23 @@ def _vllm_version_problem(given: str, platform: str | None = None) -> str | None
     return None
 
 
-def _show_commands(profile, args: argparse.Namespace) -> int:
+def _connect_fleet(profile, args: argparse.Namespace):
+    """(executor or None, error text): the Ray cluster of --ray / [fleet] address, connected and checked before
+    anything runs (unreachable, another Ray or Python, no node with an arm's resources: one paragraph)."""
+    from .core.exec import ExecConfig, Executor, ExecutorError
+
+    config = ExecConfig.of(profile, args.ray)
+    if not config.address:
+        return None, ""
+    executor = Executor.get_class(config)(config)
+    try:
+        executor.connect(profile)
+    except ExecutorError as exc:
+        return None, str(exc)
+    return executor, ""
+
+
+def _show_commands(profile, args: argparse.Namespace, executor=None) -> int:
     """--show-commands: the commands for the given (--vllm-version), stated ([simulation] vllm_version: the release
     the simulator plays, which its run uses), detected or unknown vLLM version. What that release refuses in the
     profile ([speculative.extra] keys, server.env) is a profile error, exit 2 (tui/core/profile/release_rules.py)."""
@@ -153,7 +176,13 @@ def _show_commands(profile, args: argparse.Namespace) -> int:
         return _fail_usage(f"profile {profile.source} at vLLM {version} ({how}): {text}")
     interp = find_server_interpreter(ph.resolve(profile.server.command[0]), server_launch_env(profile, ph, environ))
     python = interp.argv if interp.python else None
-    sys.stdout.write(redact(show_commands_text(profile, run_dir, version, source, vllm_python=python)))
+    if executor is not None:
+        from .core.exec.cluster import fleet_commands_text
+
+        text = fleet_commands_text(executor, profile, run_dir, version, source, vllm_python=python)
+    else:
+        text = show_commands_text(profile, run_dir, version, source, vllm_python=python)
+    sys.stdout.write(redact(text))
     return 0
 
 
@@ -162,7 +191,8 @@ def _open_run(args: argparse.Namespace, web: bool = False) -> int:
     others = [flag for flag, given in (("--profile", args.profile), ("--demo", args.demo),
                                        ("--headless", args.headless), ("--steps", args.steps),
                                        ("--run-dir", args.run_dir), ("--json", args.json),
-                                       ("--show-commands", args.show_commands), ("--vllm-version", args.vllm_version))
+                                       ("--show-commands", args.show_commands), ("--vllm-version", args.vllm_version),
+                                       ("--ray", args.ray))
               if given]
     if others:
         return _fail_usage(f"--open browses a finished run; it cannot be combined with {', '.join(others)}. "
@@ -259,6 +289,10 @@ def _main(argv: list[str] | None, web: bool = False) -> int:
         from .web.cli import serve_web_main
 
         return serve_web_main(list(argv[1:]))
+    if argv and argv[0] == "fleet-local":  # a local Ray cluster of simulated nodes, to try --ray (tui/sim/fleet.py)
+        from .sim.fleet import main as fleet_local_main
+
+        return fleet_local_main(list(argv[1:]))
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -321,10 +355,21 @@ def _main(argv: list[str] | None, web: bool = False) -> int:
         return _fail_usage(str(exc))
     if expectations and not (args.headless or args.json):
         return _fail_usage("--expect gates a headless run: add --headless (or --json).")
+    if args.ray is not None and not args.ray.strip():
+        return _fail_usage("--ray is empty; give the Ray cluster's address (HOST:PORT of its head, e.g. "
+                           "10.0.0.5:6379, or auto), or leave the option out to run on this host.")
+    if args.ray is not None and profile is None:
+        return _fail_usage("--ray needs a profile: pass --profile NAME|PATH (a tune profile, e.g. tune-demo).")
     if args.show_commands:
         if profile is None:
             return _fail_usage("--show-commands needs a profile: pass --profile NAME|PATH or --demo.")
-        return _show_commands(profile, args)
+        executor, problem = _connect_fleet(profile, args)
+        if problem:
+            return _fail_usage(problem)
+        try:
+            return _show_commands(profile, args, executor)
+        finally:
+            _disconnect(executor)
     if args.vllm_version:
         return _fail_usage("--vllm-version only applies to --show-commands.")
 
@@ -344,6 +389,12 @@ def _main(argv: list[str] | None, web: bool = False) -> int:
     else:
         run_dir = Path(os.path.abspath(default_run_dir(profile.name if profile else "interactive")))
 
+    executor = None
+    if profile is not None:  # a fleet: the cluster is checked before anything runs or is written
+        executor, problem = _connect_fleet(profile, args)
+        if problem:
+            return _fail_usage(problem)
+
     interactive = not args.headless and not args.json and (web or sys.stdin.isatty() and sys.stdout.isatty())
     if interactive:
         try:
@@ -353,7 +404,7 @@ def _main(argv: list[str] | None, web: bool = False) -> int:
             print("specdec-tui: the interactive UI is not available in this version; running headless.",
                   file=sys.stderr)
         else:
-            return run_app(profile=profile, run_dir=run_dir, steps=steps)
+            return run_app(profile=profile, run_dir=run_dir, steps=steps, **({"executor": executor} if executor else {}))
     elif not args.headless and not args.json:
         print("specdec-tui: no terminal attached; running headless.", file=sys.stderr)
 
@@ -363,6 +414,7 @@ def _main(argv: list[str] | None, web: bool = False) -> int:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        _disconnect(executor)
         err = unwritable_error(exc, run_dir)
         why = err.reason() if err is not None else (exc.strerror or str(exc))
         return _fail_usage(f"cannot create the run directory {run_dir}: {why}. Choose a writable --run-dir.")
@@ -370,7 +422,7 @@ def _main(argv: list[str] | None, web: bool = False) -> int:
     from .headless import HeadlessRenderer
 
     renderer = HeadlessRenderer(verbose=args.verbose)
-    engine = Engine(profile, run_dir, renderer, steps=steps, verbose=args.verbose)
+    engine = Engine(profile, run_dir, renderer, steps=steps, verbose=args.verbose, executor=executor)
     code = run_engine_blocking(engine)
     report_json = run_dir / "report.json"
     if expectations and report_json.exists() and engine.refused is None and engine.unwritable is None:
@@ -390,6 +442,14 @@ def _main(argv: list[str] | None, web: bool = False) -> int:
             msg = redact(str(problem)) if problem is not None else "no report written"
             sys.stdout.write(json.dumps({"error": msg, "exit_code": code}) + "\n")
     return code
+
+
+def _disconnect(executor) -> None:
+    """Leave the Ray cluster (a fleet run that ends before its engine starts)."""
+    if executor is not None:
+        import asyncio
+
+        asyncio.run(executor.shutdown())
 
 
 if __name__ == "__main__":  # pragma: no cover

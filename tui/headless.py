@@ -45,6 +45,8 @@ class HeadlessRenderer:
         self._pending_rule: tuple[str, str] | None = None
         self._phase_since: tuple[str, float, float] | None = None  # (phase, started, last heartbeat)
         self.titles: dict[str, str] = {}  # step id → title, from StepStarted (a tune run's arms have their own)
+        self.nodes: dict[str, str] = {}  # step id → the fleet node it runs on (from StepStarted)
+        self._where: tuple[str, str] | None = None  # (step, node) of the last line printed for a fleet node
 
     # -- the current startup phase: a spinner with its elapsed time (TTY), a start line otherwise ----------
     def _phase_started(self, e: ev.Phase) -> None:
@@ -132,7 +134,11 @@ class HeadlessRenderer:
         if self._pending_rule is not None and not (isinstance(e, ev.StepFinished) and e.status == "skipped"):
             step, title = self._pending_rule
             self._pending_rule = None
-            c.rule(f"[bold]{escape(title)}[/] [dim]({step})[/]", align="left")
+            node = self.nodes.get(step) or (e.node if e.step == step else "")
+            c.rule(f"[bold]{escape(title)}[/] [dim]({step})[/]" + (f" [cyan]on {escape(node)}[/]" if node else ""),
+                   align="left")
+            self._where = (step, node)
+        self._node_header(e)
         if isinstance(e, ev.RunStarted):
             sim = " [bold magenta]SIMULATED[/]" if e.simulated else ""
             c.print(f"[bold]specdec-tui[/] profile [cyan]{escape(e.profile)}[/]{sim} → {escape(e.run_dir)}", soft_wrap=True)
@@ -140,6 +146,8 @@ class HeadlessRenderer:
             # The header is printed with the step's first output, so skipped steps take one line each.
             self._pending_rule = (e.step, e.title)
             self.titles[e.step] = e.title
+            if e.node:
+                self.nodes[e.step] = e.node
         elif isinstance(e, ev.Fact):
             line = f"  {_FACT_ICON.get(e.status, '?')} {escape(e.name)}: [bold]{escape(e.value)}[/]"
             if e.detail:
@@ -198,6 +206,15 @@ class HeadlessRenderer:
         elif isinstance(e, ev.RunFinished):
             self._summary(e)
 
+    _NODE_LINES = (ev.Fact, ev.Notice, ev.Phase, ev.Command, ev.ArmProgress, ev.StepFinished, ev.Diagnosis)
+
+    def _node_header(self, e: ev.Event) -> None:
+        """A fleet runs arms on several nodes at once: when the lines turn to another step or node, say which."""
+        if not e.node or not e.step or not isinstance(e, self._NODE_LINES) or self._where == (e.step, e.node):
+            return
+        self._where = (e.step, e.node)
+        self.console.print(f"[bold]▌ {escape(self._title(e.step))}[/] [dim]({e.step})[/] [cyan]on {escape(e.node)}[/]")
+
     def _on_table(self, e: ev.ComparisonTable) -> None:
         t = Table(title="Baseline vs EAGLE3", show_lines=False)
         t.add_column("Metric")
@@ -245,6 +262,10 @@ class HeadlessRenderer:
                 self.console.print(f"  [dim]{escape(cov)}[/]")
             for note in (m.get("notes") or {}).get(wl) or []:
                 self.console.print(f"  [yellow]note:[/] {escape(note)}")
+            spread = ((m.get("fleet") or {}).get("spread") or {}).get(wl) or {}
+            if spread.get("text"):  # a fleet run: each arm against its own node's baseline; the nodes' spread
+                self.console.print(f"  [dim]fleet: each speedup is against the baseline of the arm's own node "
+                                   f"(@nK); {escape(spread['text'])}[/]")
 
     def _on_load(self, e: ev.LoadTable) -> None:
         """A load sweep: where each k pays, the best k per level, the schedule, the SLO, drift and the model, as
@@ -263,12 +284,15 @@ class HeadlessRenderer:
             return
         t = Table(title="Summary", show_header=True)
         t.add_column("Step")
+        if self.nodes:
+            t.add_column("Node")
         t.add_column("Status")
         t.add_column("Time", justify="right")
         t.add_column("Summary", overflow="fold")
         for sid, status, secs, summary in self.step_rows:
             style = _STATUS_STYLE.get(status, "white")
-            t.add_row(self._title(sid), f"[{style}]{status}[/]", f"{secs:.1f}s", escape(summary))
+            node = [escape(self.nodes.get(sid, ""))] if self.nodes else []
+            t.add_row(self._title(sid), *node, f"[{style}]{status}[/]", f"{secs:.1f}s", escape(summary))
         c.print(t)
         if e.report_path:
             c.print(f"report: {escape(e.report_path)}", soft_wrap=True)  # a path the user copies: never broken

@@ -69,8 +69,9 @@ class SpecdecApp(EnginePump, PaneActions, KeyGate, RunControl, TerminalLoss, App
 
     def __init__(self, profile: Profile | None = None, run_dir: str | Path | None = None,
                  steps: list[str] | None = None, *, frozen: bool | None = None, handle_signals: bool = False,
-                 max_log_lines: int = 10_000, browse: ClosedRun | None = None):
+                 max_log_lines: int = 10_000, browse: ClosedRun | None = None, executor: Any = None):
         super().__init__()
+        self.executor = executor  # where the steps run (tui/core/exec): None for this host, a fleet's for --ray
         self.frozen = env_frozen() if frozen is None else frozen
         self.browse = browse  # --open RUN_DIR: a finished run, read-only; no engine ever starts
         if browse is not None:
@@ -242,6 +243,10 @@ class SpecdecApp(EnginePump, PaneActions, KeyGate, RunControl, TerminalLoss, App
         self._update_hint()
         self.refresh_bindings()
 
+    def set_step_node(self, step: str, node: str) -> None:
+        """A fleet run (--ray): the step list names the node each arm runs on."""
+        self.query_one(StepList).set_node(step, node)
+
     @property
     def cursor(self) -> str | None:
         """The step `n` runs next: Profile until the run starts, then what the engine says runs next."""
@@ -381,10 +386,11 @@ class SpecdecApp(EnginePump, PaneActions, KeyGate, RunControl, TerminalLoss, App
 
 
 def run_app(profile: Profile | None, run_dir: str | Path | None, steps: list[str] | None = None,
-            browse: ClosedRun | None = None) -> int:
+            browse: ClosedRun | None = None, executor: Any = None) -> int:
     """Run the interactive app; returns the engine's exit code (130 when the run was interrupted). With
     `browse` (--open RUN_DIR) it shows that finished run read-only and returns 0."""
-    app = SpecdecApp(profile=profile, run_dir=run_dir, steps=steps, handle_signals=True, browse=browse)
+    app = SpecdecApp(profile=profile, run_dir=run_dir, steps=steps, handle_signals=True, browse=browse,
+                     executor=executor)
     stop_watch = watch_tty(app)  # EIO/EOF on the tty without a SIGHUP (terminal.py)
     try:
         result = app.run()

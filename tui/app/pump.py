@@ -148,6 +148,8 @@ class EnginePump:
                     self.results_pane.drop_diagnoses(step)
                 self.pane(step).reset()
                 self.set_step_status(step, "running")
+                if e.node:  # a fleet run: the node this arm runs on
+                    self.set_step_node(step, e.node)
                 if self.busy == step and not self._quitting:
                     self.show_step(step)
             return

@@ -42,7 +42,7 @@ class RunControl:
         self.profile = prof
         if self.run_dir is None:
             self.run_dir = default_run_dir(prof.name)
-        self.engine = Engine(prof, self.run_dir, self.sink, steps=self.requested_steps)
+        self.engine = Engine(prof, self.run_dir, self.sink, steps=self.requested_steps, executor=self.executor)
         pane.lock_profile()
         self.set_step_status("profile", "passed", 0.0, prof.name)
         res = self.results_pane

@@ -1,7 +1,7 @@
 """Typed events the engine emits. Every front end (headless, Textual) renders these and nothing else.
 
 Events are frozen dataclasses. `step` is the step id (`env`, `checkpoints`, ...) or "" for run-level
-events. Front ends must treat unknown event types as ignorable so the engine can grow.
+events; `node` names the fleet node an event comes from ("" on this host). Front ends must treat unknown event types as ignorable so the engine can grow.
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ def _now() -> float:
 @dataclass(frozen=True)
 class Event:
     step: str
+    # The fleet node the event comes from (a Ray node group's key, "n1", "n2", ...; tui/core/exec/ray.py tags remote
+    # events with it), "" for a run on this host. Keyword-only, so every event keeps its positional fields.
+    node: str = field(default="", kw_only=True)
 
 
 @dataclass(frozen=True)

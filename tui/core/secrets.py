@@ -153,7 +153,7 @@ def redact_event(event: Any) -> Any:
             return event
         numeric = {"float", "int", "bool", "float | None", "int | None", "bool | None"}
         names = _EVENT_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(event)
-                                           if str(f.type) not in numeric and f.name not in ("step", "source"))
+                                           if str(f.type) not in numeric and f.name not in ("step", "source", "node"))
     changes: dict[str, Any] | None = None
     for name in names:
         v = getattr(event, name)

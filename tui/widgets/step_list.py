@@ -39,6 +39,7 @@ class StepList(OptionList):
         self.status: dict[str, str] = {s: "pending" for s in self.steps}
         self.seconds: dict[str, float | None] = {s: None for s in self.steps}
         self.started: dict[str, float] = {}
+        self.nodes: dict[str, str] = {}  # step → the fleet node it runs on (--ray)
         self._frame = 0
         super().__init__(*[Option(self._prompt(s), id=s) for s in self.steps], id=id)
 
@@ -76,6 +77,12 @@ class StepList(OptionList):
                 self.seconds[step] = seconds
         self._redraw(step)
 
+    def set_node(self, step: str, node: str) -> None:
+        """A fleet run: the node `step` runs on, shown after its title."""
+        if step in self.status and node:
+            self.nodes[step] = node
+            self._redraw(step)
+
     def _redraw(self, step: str) -> None:
         try:
             self.replace_option_prompt(step, self._prompt(step))
@@ -95,7 +102,11 @@ class StepList(OptionList):
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(icon, style=status_style(_STATUS_STYLE.get(status, "")))
         t.append(" ")
-        t.append(f"{self.titles.get(step, step):<{TITLE_WIDTH}}", style="dim" if status in ("excluded", "skipped") else "")
+        title = self.titles.get(step, step)
+        node = self.nodes.get(step)
+        if node:  # "EAGLE3 k=2 @n2", the title cut to keep the column
+            title = f"{title[:TITLE_WIDTH - len(node) - 2]} @{node}"
+        t.append(f"{title:<{TITLE_WIDTH}}", style="dim" if status in ("excluded", "skipped") else "")
         t.append(f"{elapsed:>6}", style="dim")
         return t
 

@@ -1,8 +1,8 @@
 """`python -m tui.core.proc.pdeathsig CMD [ARGS...]`: exec CMD so that it is SIGKILLed if our parent dies.
 
-Sets PR_SET_PDEATHSIG (Linux) and then execs the real command in place, so the supervisor gets this
-guarantee without a preexec_fn (which is unsafe in a process that runs threads). The setting survives
-execve. Elsewhere it just execs.
+Sets PR_SET_PDEATHSIG (Linux), clears the blocked-signal mask, and then execs the real command in place, so
+the supervisor gets these guarantees without a preexec_fn (which is unsafe in a process that runs threads).
+Both survive execve. Elsewhere it just execs.
 """
 
 from __future__ import annotations
@@ -29,6 +29,12 @@ def main(argv: list[str]) -> int:
             pass
         if os.getppid() != parent:  # the parent died before prctl took effect
             return 1
+    try:  # the command starts with no signal blocked, whatever thread started us: a mask is inherited across
+        # exec, and some parents block SIGINT in the thread that spawns (a Ray actor's event loop does), which
+        # would leave a server deaf to the SIGINT of a graceful stop
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    except (AttributeError, OSError, ValueError):
+        pass
     try:
         os.execvp(argv[0], argv)
     except OSError as exc:

@@ -234,11 +234,22 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         "drafts": Spec("table", {}, None,
                        'a table of named drafts, e.g. [tune.drafts.redhat] model = "RedHatAI/..." method = "eagle3"'),
     },
+    "fleet": {
+        "address": Spec("str", "", None,
+                        'a Ray cluster address such as "10.0.0.5:6379" or "auto" (the arms run on that cluster: '
+                        'tui/core/exec/ray.py), or "" to run on this host'),
+        "nodes": Spec("list[str]", [], lambda v: len(v) <= 256 and all(x.strip() for x in v),
+                      "a list of Ray nodes the arms may run on, each a node id (or its first 6+ hex digits), an "
+                      "address or a host name; [] for every node with room"),
+        "cpus_per_arm": Spec("float", 1.0, _rng(0.01, 1024),
+                             "CPUs an arm reserves on a cpu-platform node, from 0.01 to 1024 (neuron and cuda arms "
+                             "reserve their NeuronCores or GPUs instead)"),
+    },
 }
 TUNE_WORKLOADS = ("sonnet", "chat", "own")
 
 # Tables that exist only when the profile has them (no defaults filled in otherwise).
-OPTIONAL_TABLES = ("stand_in", "simulation", "tune")
+OPTIONAL_TABLES = ("stand_in", "simulation", "tune", "fleet")
 
 _TABLE_TITLES = {k: f"[{k}]" for k in SCHEMA if k}
 _TABLE_TITLES[""] = "the top level"

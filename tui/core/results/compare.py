@@ -95,6 +95,15 @@ def _common(rep: dict[str, Any], label: str) -> dict[str, Any]:
             "exit_code": rep.get("exit_code")}
 
 
+def _paired_baseline(matrix: dict[str, Any], arm: dict[str, Any] | None, wl: str) -> dict[str, Any] | None:
+    """A fleet run (results/fleet.py): the baseline cell of the node an arm ran on, the one its speedup is against."""
+    fleet = matrix.get("fleet") or {}
+    pair = (fleet.get("pairing") or {}).get(arm["id"]) if arm else None
+    if not pair or len(pair) != 1:
+        return None
+    return ((fleet.get("baselines") or {}).get(pair[0]) or {}).get(wl)
+
+
 def columns_of(rep: dict[str, Any], label: str) -> list[dict[str, Any]]:
     """The columns one report contributes: one for a two-arm run, one per speculative arm × workload of a
     matrix (a baseline-only matrix: one per workload with no speculative figures)."""
@@ -112,17 +121,18 @@ def columns_of(rep: dict[str, Any], label: str) -> list[dict[str, Any]]:
             rec = ((matrix.get("recommendation") or {}).get(wl) or {})
             for a in spec:
                 c = ((cells.get(a["id"]) or {}).get(wl) or {}) if a else {}
+                pb = _paired_baseline(matrix, a, wl) or bc  # a fleet arm: its own node's baseline
                 sp = c.get("speedup") or {}
                 tput = (c.get("output_throughput") or {})
-                btput = (bc.get("output_throughput") or {})
+                btput = (pb.get("output_throughput") or {})
                 out.append({**base, "arm": a["id"] if a else None, "workload": wl,
                             "draft": (a or {}).get("draft_name") or (a or {}).get("draft"),
                             "method": (a or {}).get("method"), "k": arm_k(a),
                             "baseline_tok_s": _num(btput.get("mean")), "baseline_ci95": btput.get("ci95"),
                             "spec_tok_s": _num(tput.get("mean")), "spec_ci95": tput.get("ci95"),
                             "speedup": _num(sp.get("ratio")), "speedup_ci95": sp.get("ci95"),
-                            "tpot_ms": _num(c.get("median_tpot_ms")), "baseline_tpot_ms": _num(bc.get("median_tpot_ms")),
-                            "ttft_ms": _num(c.get("median_ttft_ms")), "baseline_ttft_ms": _num(bc.get("median_ttft_ms")),
+                            "tpot_ms": _num(c.get("median_tpot_ms")), "baseline_tpot_ms": _num(pb.get("median_tpot_ms")),
+                            "ttft_ms": _num(c.get("median_ttft_ms")), "baseline_ttft_ms": _num(pb.get("median_ttft_ms")),
                             "acceptance": _num(c.get("acceptance_rate")),
                             "acceptance_length": _num(c.get("acceptance_length")),
                             "repeats": c.get("repeats"),

@@ -43,6 +43,7 @@ from tui.core.plan.arms import (arms_of, bench_keys, is_tune, levels_of, run_ste
 from tui.core.results import figures_draw
 from tui.core.results.figures import FIGURES_DIR, ChartError
 from tui.core.results.report_html import render_html
+from tui.core.results import fleet as fleet_mod
 from tui.core.results import load as load_mod
 from tui.core.results import schedule as schedule_mod
 from tui.core.results.gates import gate_metrics
@@ -208,6 +209,8 @@ def build_report(profile: Any, run: RunDir, results: dict[str, Any], ctx: Any, e
     }
     if matrix is not None:
         rep["matrix"] = matrix
+    if isinstance(run.state.get("fleet"), dict):  # a fleet run (tui/core/exec/ray.py): its nodes and their numbers
+        rep["fleet"] = fleet_mod.report_section(run.state["fleet"], matrix)
     facts_by_arm = {a.id: _step_facts(a.id, results, ctx) for a in arms}
     statuses = {a.id: (state_steps.get(a.id) or {}).get("status") or "not run" for a in arms}
     rep["contaminated"] = contaminated_benches(profile, facts_by_arm)
@@ -323,7 +326,11 @@ def tune_matrix(profile: Any, facts: dict[str, dict[str, Any]], statuses: dict[s
     arms = [a for a in arms_of(profile) if not (fixed_only and a.schedule)]
     rows = [dict(a.as_dict(), status=statuses.get(a.id) or "not run", **arm_launch(facts.get(a.id) or {}))
             for a in arms]
-    return build_matrix(rows, {a.id: facts.get(a.id) or {} for a in arms}, bench_keys(profile))
+    by_arm = {a.id: facts.get(a.id) or {} for a in arms}
+    fv = fleet_mod.view([a.id for a in arms], facts, bench_keys(profile))
+    if fv is None:
+        return build_matrix(rows, by_arm, bench_keys(profile))
+    return fleet_mod.matrix(rows, fv, bench_keys(profile), facts)
 
 
 def load_report(profile: Any, facts: dict[str, dict[str, Any]], statuses: dict[str, str]) -> dict[str, Any] | None:
@@ -372,12 +379,15 @@ def timeseries_of(profile: Any, facts: dict[str, dict[str, Any]]) -> dict[str, A
 
 def arm_launch(facts: dict[str, Any]) -> dict[str, Any]:
     """An arm's launch as the matrix shows it: startup seconds, compile-cache hits and misses (reuse between arms
-    is visible here: a later arm with the same graphs hits), and its cores and port when launched in parallel."""
+    is visible here: a later arm with the same graphs hits), its cores and port when launched in parallel, and
+    the fleet node it ran on (its `node` object: Ray node id, address, host facts)."""
     su = facts.get("startup") or {}
     out: dict[str, Any] = {"startup_s": su.get("seconds"), "cache_hits": su.get("cache_hits"),
                            "cache_misses": su.get("cache_misses")}
     if facts.get("placement"):
         out["placement"] = facts["placement"]
+    if isinstance(facts.get("node"), dict):
+        out["node"] = facts["node"]
     return out
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from tui.core.events import STEP_TITLES
 from tui.core.results.contamination import contamination_markdown
 from tui.core.results.figures import figures_markdown
+from tui.core.results.fleet import fleet_markdown
 from tui.core.results.load_text import load_markdown
 from tui.core.results.report_rows import _fmt, comparison_rows
 from tui.core.results.stats import STOP_RULE, matrix_columns, matrix_rows
@@ -92,6 +93,8 @@ def render_markdown(rep: dict[str, Any]) -> str:
         w("\n" + figures_markdown(rep["figures"]).strip("\n") + "\n")
     elif rep.get("figures_error"):
         w(f"\n## Charts\n\nCharts not drawn: {rep['figures_error']}\n")
+    if rep.get("fleet"):
+        w("\n" + fleet_markdown(rep["fleet"]).rstrip("\n") + "\n")
     if rep.get("load"):
         w("\n" + load_markdown(rep["load"]).rstrip("\n") + "\n")
     if rep.get("matrix"):

@@ -383,7 +383,7 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
 ARM_KEYS = ("id", "title", "kind", "method", "draft", "draft_name", "num_speculative_tokens", "schedule", "status")
 
 
-LAUNCH_KEYS = ("startup_s", "cache_hits", "cache_misses", "placement")  # kept when the caller gives them
+LAUNCH_KEYS = ("startup_s", "cache_hits", "cache_misses", "placement", "node")  # kept when the caller gives them
 
 
 def _arm_repeats(facts: dict[str, Any], workload: str, first: bool) -> list[dict[str, Any]]:
@@ -436,12 +436,13 @@ def chat_template_text(mix: dict[str, Any]) -> str:
 
 
 def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, Any] | None],
-                 workloads: Sequence[str]) -> dict[str, Any]:
+                 workloads: Sequence[str], baselines: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The contract's matrix: {workloads, arms, cells: {arm: {workload: Cell}}, recommendation: {workload: ...},
     noise_floor: {workload: ...}, coverage: {workload: interval_coverage sentence}}. Each repeat's bench facts
     may carry the bench's "seed" (the coverage sentence says whether the seeds varied). Every arm gets a cell
     on every workload (an empty one, repeats 0, where it has no facts: not run yet, failed); speedups are
-    against the first baseline arm's cell."""
+    against the first baseline arm's cell, or, for an arm in `baselines` (a fleet: results/fleet.py), against the
+    baseline facts given there (the baseline of the node the arm ran on)."""
     arms_out = [{**{k: a.get(k) for k in ARM_KEYS}, **{k: a[k] for k in LAUNCH_KEYS if k in a}} for a in arms]
     base = next((a for a in arms_out if a.get("kind") == "baseline"), None)
     cells: dict[str, dict[str, Any]] = {}
@@ -452,10 +453,11 @@ def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, 
         cells[a["id"]] = {}
         for i, wl in enumerate(workloads):
             reps = _arm_repeats(facts, wl, i == 0)
-            base_reps = _arm_repeats(base_facts, wl, i == 0) if base else None
+            paired = (baselines or {}).get(a["id"]) or base_facts
+            base_reps = _arm_repeats(paired, wl, i == 0) if base else None
             cells[a["id"]][wl] = cell(
                 reps, baseline_repeats=base_reps if spec and base_reps else None,
-                probe=_probe_of(facts, wl), baseline_probe=_probe_of(base_facts, wl),
+                probe=_probe_of(facts, wl), baseline_probe=_probe_of(paired, wl),
                 method=a.get("method"), k=arm_k(a), speculative=spec)
     rec = {wl: recommend(arms_out, cells, wl) for wl in workloads}
     nf = {}
@@ -488,12 +490,15 @@ def _num(v: Any, nd: int = 1, suffix: str = "") -> str:
 
 
 def matrix_columns(matrix: dict[str, Any], width: int = 120) -> list[str]:
-    """Column titles, one per arm in matrix order ("baseline", "k=1", with the draft where drafts differ);
-    at width <= 80 at most 12 characters each."""
+    """Column titles, one per arm in matrix order ("baseline", "k=1", with the draft where drafts differ, and
+    "@n2" for the node of a fleet run); at width <= 80 at most 12 characters each."""
     arms = matrix.get("arms") or []
     out = []
     for a in arms:
         t = arm_label(a, arms).replace("k = ", "k=")
+        node = (a.get("node") or {}).get("key")
+        if node:  # a fleet run: the node the arm ran on (its speedup is against that node's baseline)
+            t = f"{t[:12 - len(node) - 1] if width <= 80 else t}@{node}"
         if width <= 80 and len(t) > 12:
             t = t[:11] + "…"
         out.append(t)

@@ -51,10 +51,11 @@ from tui.core.store.rundir import (
 )
 from tui.core.run.resume import Resume
 from tui.core.run.reuse import check_reuse
-from tui.core.run.standin import StandIn
+from tui.core.exec import ExecConfig, Executor
+from tui.core.exec.standin import StandIn
+from tui.core.run.fleet import Fleet
 from tui.core.secrets import add_secrets, add_secrets_from_env, redact, redact_event
 from tui.core.steps.base import StepContext, StepResult
-from tui.core.steps.registry import step_for
 from tui.core.proc.supervisor import ManagedProcess
 from tui.core.host.hub import hub_settings
 from tui.core.host import hostlock
@@ -107,9 +108,9 @@ def parse_steps(spec: str | None, profile: Profile | None = None) -> list[str]:
     return [s for s in allowed if s in wanted]
 
 
-class Engine(StandIn, Resume):
+class Engine(StandIn, Fleet, Resume):
     def __init__(self, profile: Profile, run_dir: Path, sink: Sink, steps: list[str] | None = None,
-                 verbose: bool = False):
+                 verbose: bool = False, executor: Executor | None = None):
         # Paths resolved once: the run directory and the profile's paths are absolute from here on, so every
         # child gets absolute paths whatever its working directory (some run in the run directory).
         run_dir = Path(os.path.abspath(run_dir))
@@ -156,6 +157,9 @@ class Engine(StandIn, Resume):
         self.host_locks = hostlock.HostLocks.this_run(str(self.run.path), command_line(), profile.name)
         self.ctx.runtime["host_locks"] = self.host_locks
         self._lock_warned = False
+        # Where the steps run (tui/core/exec): this process, or a Ray cluster's nodes (connected by the caller).
+        self.executor = executor if executor is not None else Executor.get_class(ExecConfig())()
+        self._fleet_init()
 
     # -- an unwritable run directory: handled once ------------------------------------------------
     def _unwritable_seen(self, err: RunDirUnwritable) -> None:
@@ -202,7 +206,7 @@ class Engine(StandIn, Resume):
     def hurry(self, grace_s: float = 1.0) -> None:
         """Nobody is watching any more (the terminal went away): from now on every child is stopped with a
         short SIGINT grace before SIGTERM, so the whole shutdown fits in a few seconds."""
-        for proc in self.ctx.cleanups:
+        for proc in [*self.ctx.cleanups, self.executor]:
             if getattr(proc, "grace_s", 0.0) > grace_s:
                 proc.grace_s = grace_s
 
@@ -213,6 +217,10 @@ class Engine(StandIn, Resume):
                 proc.kill_now()
             except OSError:
                 pass
+        try:
+            self.executor.kill_now()
+        except Exception:
+            pass
 
     # -- running -----------------------------------------------------------------------------------
     async def run_step(self, sid: str) -> StepResult:
@@ -226,6 +234,8 @@ class Engine(StandIn, Resume):
             self._emit(StepStarted(sid, title))
             self._emit(StepFinished(sid, "failed", 0.0, why))
             return res
+        if self.executor.batched(sid) and not self.platform_error:
+            return await self._batched_step(sid)  # run/fleet.py: it runs alongside the other arms
         self.attempts[sid] = self.attempts.get(sid, 0) + 1
         self.ctx.diagnoses[:] = [d for d in self.ctx.diagnoses if d.step != sid]
         self.results.pop(sid, None)
@@ -240,7 +250,7 @@ class Engine(StandIn, Resume):
             elif refused is not None:
                 res = refused
             else:
-                self._step_task = asyncio.ensure_future(step_for(sid, self.profile)(self.ctx, sid))
+                self._step_task = asyncio.ensure_future(self.executor.run_step(self.ctx, sid))
                 try:
                     res = await self._step_task
                 except asyncio.CancelledError:
@@ -297,8 +307,10 @@ class Engine(StandIn, Resume):
     def _lock_host(self, sid: str) -> StepResult | None:
         """Take the host locks of the profile's port and cores before a step that checks or launches a server.
         None when held (or when the lock directory cannot be used: a warning, once); a failed StepResult naming the
-        run that holds them otherwise: nothing is launched. Corrected settings (a retry) move the locks with them."""
-        if sid in LOCKLESS_STEPS:
+        run that holds them otherwise: nothing is launched. Corrected settings (a retry) move the locks with them.
+        A fleet's servers run on its nodes, not here: each arm locks its port and cores on its node
+        (tui/core/exec/ports.py)."""
+        if sid in LOCKLESS_STEPS or not self.executor.local:
             return None
         s = self.profile.server
         claims = hostlock.server_claims(self.profile.platform, s.host, int(s.port),
@@ -374,7 +386,10 @@ class Engine(StandIn, Resume):
         prof = self.profile
         try:
             try:
-                await self._start_stand_in()  # before RunStarted, so {sim_hub} and friends resolve from then on
+                if self.executor.local:
+                    await self._start_stand_in()  # before RunStarted, so {sim_hub} and friends resolve from then on
+                else:
+                    await self._open_fleet()  # run/fleet.py: each node's agent starts that node's platform
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a bug or an odd environment: the run reports it, every step fails on it
@@ -384,6 +399,8 @@ class Engine(StandIn, Resume):
             self._emit(RunStarted("", prof.name, str(self.run.path), tuple(self.steps), prof.simulated))
             if self.stand_in_notice:
                 self._emit(Notice("", "info", self.stand_in_notice))
+            for notice in self._fleet_notices():
+                self._emit(notice)
             if self.platform_error:
                 self._emit(Notice("", "error", self.platform_error))
             for text in self._file_notices:
@@ -427,6 +444,9 @@ class Engine(StandIn, Resume):
                 pass
         await self._cleanup()
         self.host_locks.release()  # its servers are stopped: another run may have the port and cores now
+        await self.executor.shutdown()  # a fleet: its nodes' agents and platforms, then the cluster connection
+        if not self.executor.local:
+            self.run.state["fleet"] = self.executor.describe()
         if self.refused is not None:
             code = EXIT_USAGE
         elif self.unwritable is not None:
@@ -560,6 +580,7 @@ class Engine(StandIn, Resume):
             return int(self.exit_code or 0)
         if not self.opened:
             await self.open()
+        await self._stop_batch()  # a fleet's arms still running stop with the run
         failed = self.failed_step
         if interrupted:
             code = ExitCode.INTERRUPTED

@@ -307,13 +307,23 @@ async def run(ctx: StepContext, sid: str) -> StepResult:
     arm = arm_by_id(ctx.profile, sid)
     if arm is None:  # the engine only runs the profile's own steps
         return StepResult("failed", f"{sid} is not an arm of profile {ctx.profile.name}")
+    return await run_arm(ctx, arm)
+
+
+async def run_arm(ctx: StepContext, arm: Any) -> StepResult:
+    """Run `arm` (a plan.arms.Arm; its id names its files): the arm step for any arm, e.g. a fleet node's own
+    baseline (tui/core/exec), which is an arm of no profile."""
+    sid = arm.id
     if arm.schedule:
         arm, why = await _schedule_arm(ctx, arm)
         if arm is None:
             ctx.shared[sid] = {"skipped_because": why}
             return StepResult("skipped", f"not run: {why}", {"skipped_because": why})
-    pool = _pool(ctx, arm)
-    sr = ServerRun(ctx, sid, arm.speculative)
+    placed = ctx.runtime.get("placement")  # whoever placed this arm (a fleet node): its server's port and cores
+    pool = None if placed else _pool(ctx, arm)
+    sr = ServerRun(ctx, sid, arm.speculative, profile=placed["profile"] if placed else None)
+    if placed:
+        sr.result_facts["placement"] = dict(placed["facts"])
     sr.vllm_version = await vllm_version(ctx)
     if not await prepare_bench_dataset(ctx, sr):
         return sr.facts.result(sr.result_facts)
@@ -357,6 +367,17 @@ async def _schedule_arm(ctx: StepContext, arm: Any) -> tuple[Any, str]:
     return dataclasses.replace(arm, speculative=spec), ""
 
 
+async def _measuring_turn(ctx: StepContext, sid: str) -> None:
+    """Measurements on one host run one at a time. Arms run in order here (a parallel launch only overlaps the
+    startups), so there is nothing to wait for; where arms run alongside each other (a fleet node, tui/core/exec),
+    whoever runs the step puts a `turn` in ctx.runtime that returns once this arm may measure on its host (its
+    smoke test, probes and benchmarks), with the facts it is compared against (the host's baseline) in
+    ctx.shared."""
+    turn = ctx.runtime.get("turn")
+    if turn is not None:
+        await turn(sid)
+
+
 def _kept_repeat(ctx: StepContext, sr: ServerRun, workload: str, r: int) -> dict[str, Any] | None:
     """A continued run (the engine's ctx.runtime["resume"]): this repeat's numbers from the earlier run, when its
     result file is still there as state.json recorded it (sha256 and size); None: benchmark it now."""
@@ -389,6 +410,7 @@ async def _serve_arm(ctx: StepContext, sid: str, arm: Any, sr: ServerRun, worklo
             return sr.facts.result(sr.result_facts)
         if not launched and not await sr.wait_ready():
             return sr.facts.result(sr.result_facts)
+        await _measuring_turn(ctx, sid)
         if not await sr.smoke():
             return sr.facts.result(sr.result_facts)
         for w, dataset_path in workloads:

@@ -1,6 +1,7 @@
 """The stand-in platform of a run: the profile's [stand_in] command started as a supervised child, its one
 JSON line read and applied to the run's environment and placeholders (the simulator stands in this way).
-A part of the Engine (run/engine.py), kept apart for its size."""
+A platform is node-local: the Engine (run/engine.py) mixes this in for a run on this host, and a fleet's node
+agent (exec/node.py) for its node, so each node of a fleet stands in for its own platform."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ STAND_IN_GRACE_S = 5.0
 
 
 class StandIn:
-    """Engine methods (the Engine inherits them; `self` is the Engine)."""
+    """Methods of whatever hosts the platform (the Engine, or a fleet's node agent): `self` has profile, ctx, run,
+    platform_error, stand_in_notice and _stand_in."""
 
     # -- stand-in platform ---------------------------------------------------------------------
     async def _start_stand_in(self) -> None:
@@ -84,6 +86,7 @@ class StandIn:
                                "then rerun.")
 
     def _apply_stand_in(self, msg: dict[str, Any]) -> None:
+        self.stand_in_message = msg  # a fleet node hands the same platform to the arms that run on it
         env = self.ctx.environ
         for var in msg.get("unset") or []:
             env.pop(str(var), None)
