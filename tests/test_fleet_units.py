@@ -5,6 +5,7 @@ never pooled, the baseline's node-to-node spread checked against scipy)."""
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from scipy import stats as sst
 from tui.core import events as ev
 from tui.core.exec.node import Outbox, Remap, coalesce
 from tui.core.exec.ports import node_port
+from tui.core.host.hostlock import HostLocks, core_claims, port_claim
 from tui.core.results import fleet
 from tui.core.results.stats import build_matrix
 
@@ -49,21 +51,53 @@ def test_progress_is_coalesced_to_the_latest_value_per_bar_and_nothing_else_is_d
 
 # -- the port an arm takes -------------------------------------------------------------------------------------
 
-def test_an_arm_takes_the_first_port_free_on_its_node_and_held_by_no_other_arm():
+def _locks(name: str) -> HostLocks:
+    return HostLocks.this_run(f"/driver/{name}", f"specdec-tui --ray ({name})", "tune-demo")
+
+
+def test_an_arm_takes_the_first_port_free_on_its_node_and_held_by_no_other_run(tmp_path, monkeypatch):
+    """The host-wide locks (tui/core/host/hostlock.py) every run takes: a port another arm (or a run that is not on
+    Ray) holds is skipped, and freed when its holder lets go."""
+    monkeypatch.setenv("SPECDEC_LOCK_DIR", str(tmp_path / "locks"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         base = s.getsockname()[1]  # busy: in use by this socket
         s.listen()
-        first = node_port("127.0.0.1", base)
-        second = node_port("127.0.0.1", base)  # the first is held (flock) by the arm that took it
+        first = node_port("127.0.0.1", base, _locks("a"))
+        second = node_port("127.0.0.1", base, _locks("b"))  # the first is held (flock) by the arm that took it
         try:
             assert base < first.port < second.port
         finally:
             first.release()
             second.release()
-        again = node_port("127.0.0.1", base)  # released: free again
+        again = node_port("127.0.0.1", base, _locks("c"))  # released: free again
         assert again.port == first.port
         again.release()
+        local = _locks("local run")
+        assert local.take([port_claim("127.0.0.1", base + 1)]) is None  # a run on this host, not on Ray, holds it
+        skipped = node_port("127.0.0.1", base, _locks("d"))
+        assert skipped.port not in (base, base + 1)
+        skipped.release()
+        local.release()
+
+
+def test_an_arm_refuses_cores_another_run_on_its_node_holds(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECDEC_LOCK_DIR", str(tmp_path / "locks"))
+    other = _locks("other run")
+    assert other.take(core_claims("neuron", range(0, 16), dict(os.environ))) is None
+    with pytest.raises(OSError, match=r"NeuronCores? .*held by .*other run"):
+        node_port("127.0.0.1", free_port_base(), _locks("arm"), platform="neuron", cores=range(8, 24),
+                  environ=dict(os.environ))
+    other.release()
+    got = node_port("127.0.0.1", free_port_base(), _locks("arm"), platform="neuron", cores=range(8, 24),
+                    environ=dict(os.environ))
+    got.release()
+
+
+def free_port_base() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 # -- the numbers -------------------------------------------------------------------------------------------

@@ -104,7 +104,8 @@ CATALOG: dict[str, Entry] = {
     "sonnet-removed-in-vllm": Entry(
         "error", "This vLLM no longer has the sonnet dataset",
         "`vllm bench serve --dataset-name sonnet` was removed in vLLM 0.32. Run the benchmark with the vLLM that "
-        "vllm-neuron pins (0.21–0.24), or convert sonnet.txt with vllm.benchmarks.datasets.create_txt_slices_dataset "
+        "vllm-neuron pins (0.21 to 0.29: Neuron SDK 2.33 pins 0.29), or convert sonnet.txt with "
+        "vllm.benchmarks.datasets.create_txt_slices_dataset "
         "and use --dataset-name custom (different prompts, so not comparable with the tutorial)."),
     "bench-requests-failed": Entry(
         "error", "Benchmark requests failed",
