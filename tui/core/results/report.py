@@ -289,10 +289,11 @@ def bench_commands(profile: Any, run: RunDir, facts: dict[str, dict[str, Any]]) 
             for wl, recs in reps.items():
                 for r, rec in enumerate(recs if isinstance(recs, list) else [], start=1):
                     if isinstance(rec, dict) and rec.get("command"):
-                        rows.append({"workload": wl, "repeat": r, "command": rec["command"]})
+                        rows.append({"workload": wl, "repeat": r, "command": rec["command"],
+                                     "ran": rec.get("ran") or "process"})
         elif isinstance(f.get("bench"), dict) and f["bench"].get("command"):
             rows.append({"workload": f["bench"].get("workload") or "sonnet", "repeat": None,
-                         "command": f["bench"]["command"]})
+                         "command": f["bench"]["command"], "ran": f["bench"].get("ran") or "process"})
         if rows:
             out[arm.id] = rows
     return out
@@ -605,6 +606,15 @@ def _bench_commands_markdown(rep: dict[str, Any], w: Any) -> None:
         return
     titles = rep.get("step_titles") or {}
     w("\n## Benchmark commands (as run)\n")
+    ran = [row.get("ran") for sid, rows in bc.items() if sid != "tool" for row in rows]
+    if ran and all(r == "warm" for r in ran):
+        w("\nEach arm's benches ran in one warm process (the bench command's own code, imported once; each bench "
+          "from exactly the argv below).\n")
+    elif "warm" in ran:
+        w(f"\n{ran.count('warm')} of these ran in their arm's warm process (the bench command's own code, imported "
+          f"once), {len(ran) - ran.count('warm')} as a process of their own; each from exactly the argv below.\n")
+    elif ran:
+        w("\nEach bench ran as a process of its own.\n")
     for sid, rows in bc.items():
         title = "Sonnet custom-JSONL builder (vLLM >= 0.32)" if sid == "tool" else titles.get(sid) or STEP_TITLES.get(sid, sid)
         w(f"\n{title}:\n\n```bash\n")
