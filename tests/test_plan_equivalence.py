@@ -187,7 +187,8 @@ def test_simulated_profile_shows_what_it_runs_at_the_release_it_plays(name, tmp_
 
 
 def _fake_vllm(tmp: Path, version: str) -> dict[str, str]:
-    """A `vllm` on PATH that records its argv and runs the simulator; stub packages of vLLM `version`."""
+    """A `vllm` on PATH that records its argv and runs the simulator in its own process (a Python console script
+    like pip's `vllm`, so a tune arm's benches run in the warm runner); stub packages of vLLM `version`."""
     from tui.sim.standin import build_site
 
     site, bindir = tmp / "site", tmp / "bin"
@@ -195,10 +196,10 @@ def _fake_vllm(tmp: Path, version: str) -> dict[str, str]:
     bindir.mkdir()
     fake = bindir / "vllm"
     fake.write_text(f"#!{sys.executable}\n"
-                    "import json, os, sys\n"
+                    "import json, os, runpy, sys\n"
                     "with open(os.environ['FAKE_VLLM_RECORD'], 'a') as f:\n"
                     "    f.write(json.dumps(sys.argv[1:]) + '\\n')\n"
-                    "os.execv(sys.executable, [sys.executable, '-m', 'tui.sim', *sys.argv[1:]])\n")
+                    "runpy.run_module('tui.sim', run_name='__main__', alter_sys=True)\n")
     fake.chmod(0o755)
     # device memory per device: 80 GiB covers the cuda profiles (an H100's) and the trn2 ones (24 GiB a core)
     sim = {"vllm_version": version, "time_scale": 0.02, "token_time_scale": 0.05, "hbm_gib_per_core": 80.0}
@@ -231,6 +232,10 @@ def _check_real(name: str, version: str, tmp_path: Path) -> None:
     assert show.returncode == 0, show.stderr
     shown = shown_commands(show.stdout)
     _compare(run, shown, complete=True)
-    # what the fake vllm itself received is the shown argv too (nothing appended between event and exec)
+    # what the fake vllm itself received is the shown argv too (nothing appended between event and exec); a warm
+    # bench runner (shown, with its warm-up) first runs `vllm bench serve --help` in its process, while the server starts
     fake = [json.loads(ln) for ln in (tmp_path / "fake-vllm.jsonl").read_text().splitlines()]
-    assert fake == [argv[1:] for _, argv in shown if argv[0] == "vllm"]
+    warm_up = ["bench", "serve", "--help"]
+    runners = [argv for _, argv in shown if argv[-1].endswith("warm_bench.py")]
+    assert [a for a in fake if a != warm_up] == [argv[1:] for _, argv in shown if argv[0] == "vllm"]
+    assert fake.count(warm_up) == len(runners) == (len(arms_of(load_profile(str(path)))) if tune else 0)

@@ -197,6 +197,7 @@ class Command(Event):
     role: Literal["serve", "bench", "tool"]
     argv: tuple[str, ...]
     text: str
+    how: str = ""  # how it runs where that is not a process of its own: "in the arm's warm runner (pid N)"
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.core.plan import commands as cmd
+from tui.core.plan.benchmode import BenchMode, bench_mode
 from tui.core.plan.arms import arms_of, is_tune, level_key, levels_of, repeats_of, result_name, workloads_of
 from tui.core.plan.commands import CUSTOM_JSONL, DATASET_MODE_LABELS, Placeholders, dataset_mode, format_command
 from tui.core.host.interpreter import find_server_interpreter
@@ -151,6 +152,7 @@ class RunPlan:
     vllm_version: str | None
     dataset_mode: str
     commands: list[PlannedCommand]
+    bench_mode: BenchMode | None = None  # how each arm's benches run (one warm process per arm, or one each)
 
     def of(self, step: str, role: str | None = None) -> list[PlannedCommand]:
         return [c for c in self.commands if c.step == step and (role is None or c.role == role)]
@@ -187,6 +189,7 @@ def build_plan(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_version: s
                                   "run; " + ("every benchmark uses it)" if is_tune(profile) else "both benchmarks use it)"),
                                   tuple(custom_builder_argv(profile, py, sonnet, dataset, ph))))
     env = serve_env(profile, ph)
+    benches = bench_mode(profile, dict(os.environ), ph)
     tune = is_tune(profile)
     wls = workloads_of(profile) if tune else ["sonnet"]
     repeats = repeats_of(profile) if tune else 1
@@ -196,6 +199,11 @@ def build_plan(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_version: s
         out.append(PlannedCommand(arm.id, "serve", f"{step_no}: {what} server" + (f" ({arm.id})" if tune and
                                   arm.speculative else ""), tuple(serve_argv(profile, arm.speculative, vllm_version, ph)),
                                   env))
+        if benches.warm:
+            warm_up = " ".join(benches.warm_up_argv(cmd.server_prefix(profile, ph) + ["bench", "serve"]))
+            out.append(PlannedCommand(arm.id, "tool", f"{step_no}: {what} warm bench runner: runs this arm's benches "
+                                      f"below in one process, each from its argv (it first runs `{warm_up}` there to "
+                                      "import the bench's code)", tuple(benches.runner_argv())))
         for wl in wls:
             w = None if not tune or wl == "sonnet" else planned_workload(profile, wl, ph)
             path = dataset if w is None else f"{run_dir}/{w.bench_jsonl}"
@@ -212,7 +220,7 @@ def build_plan(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_version: s
                                               tuple(bench_argv(profile, res, path, vllm_version, ph, workload=w,
                                                                repeat=r, level=level)),
                                               workload=key, repeat=r, seed=seed))
-    return RunPlan(profile.name, run_dir, vllm_version, mode, out)
+    return RunPlan(profile.name, run_dir, vllm_version, mode, out, benches)
 
 
 def _version_head(profile: Profile, vllm_version: str | None, version_source: str) -> str:
@@ -251,6 +259,8 @@ def show_commands_text(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_ve
     plan = build_plan(profile, run_dir, vllm_version, vllm_python=vllm_python)
     parts = [_version_head(profile, vllm_version, version_source),
              f"# Dataset: {DATASET_MODE_LABELS[plan.dataset_mode]}"]
+    if plan.bench_mode is not None:
+        parts.append(f"# Benches: {plan.bench_mode.text()}")
     if is_tune(profile):
         # the seeds as planned; what the intervals then cover is the report's to say, from the seeds that ran
         seeds = [bench_seed(profile, r) for r in range(1, repeats_of(profile) + 1)]
@@ -271,15 +281,19 @@ def show_commands_text(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_ve
 
 
 def record_command(run_dir: Path, step: str, role: str, argv: list[str] | tuple[str, ...], text: str,
-                   write_json: Any) -> None:
+                   write_json: Any, how: str = "") -> None:
     """Append one launched command to the run's commands.json (rewritten whole through `write_json`, the run
-    directory's atomic writer)."""
+    directory's atomic writer). `how`: how it ran, where that is not its own process (a bench in the arm's warm
+    runner)."""
     path = Path(run_dir) / RECORD_FILE
     try:
         rows = json.loads(path.read_text(encoding="utf-8")).get("commands", [])
     except (OSError, ValueError, AttributeError):
         rows = []
-    rows.append({"step": step, "role": role, "argv": list(argv), "text": text})
+    row = {"step": step, "role": role, "argv": list(argv), "text": text}
+    if how:
+        row["how"] = how
+    rows.append(row)
     write_json(RECORD_FILE, {"commands": rows})
 
 
@@ -314,13 +328,15 @@ def recorded_text(run_dir: str | Path) -> str | None:
     parts = [f"# The commands this run launched ({RECORD_FILE}), in order"
              + (f"; vLLM {version} (recorded in env.json)" if version else ""), ""]
     for r in rows:
-        parts += [f"# {r.get('step')}: {r.get('role')}", str(r.get("text") or format_command(r["argv"])), ""]
+        how = f" ({r['how']})" if isinstance(r.get("how"), str) and r.get("how") else ""
+        parts += [f"# {r.get('step')}: {r.get('role')}{how}", str(r.get("text") or format_command(r["argv"])), ""]
     return "\n".join(parts).rstrip("\n") + "\n"
 
 
 def plan_as_dict(plan: RunPlan) -> dict[str, Any]:
     return {"profile": plan.profile_name, "run_dir": plan.run_dir, "vllm_version": plan.vllm_version,
-            "dataset_mode": plan.dataset_mode, "commands": [asdict(c) for c in plan.commands]}
+            "dataset_mode": plan.dataset_mode, "commands": [asdict(c) for c in plan.commands],
+            "bench_mode": plan.bench_mode.as_dict() if plan.bench_mode is not None else None}
 
 
 __all__ = ["PlannedCommand", "RunPlan", "bench_argv", "bench_seed", "build_plan", "custom_builder_argv",

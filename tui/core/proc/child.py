@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Awaitable, Callable
-
-from tui.core.proc.supervisor import ManagedProcess
+from typing import Awaitable, Callable, Protocol
 
 
-async def wait_child(proc: ManagedProcess, timeout_s: float | None, *, started_at: float | None = None,
+class Child(Protocol):
+    """What wait_child waits for: a ManagedProcess, or a bench in a warm runner (steps/benchrun.BenchChild)."""
+
+    async def wait(self) -> int: ...
+
+
+async def wait_child(proc: Child, timeout_s: float | None, *, started_at: float | None = None,
                      every_s: float | None = None, on_every: Callable[[], Awaitable[None]] | None = None,
                      ) -> tuple[int | None, bool]:
     """(exit code, False) when the child exits, (None, True) when `timeout_s` (counted from `started_at`, else

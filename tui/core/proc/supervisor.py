@@ -125,9 +125,12 @@ class ManagedProcess:
     def __init__(self, argv: list[str], env: dict[str, str], log_path: Path,
                  on_line: Callable[[str, float], None] | None = None, cwd: str | None = None,
                  on_chunk: Callable[[str], None] | None = None, grace_s: float = 30.0,
-                 startup_grace_s: float = STARTUP_GRACE_S, on_stop: Callable[[], None] | None = None):
+                 startup_grace_s: float = STARTUP_GRACE_S, on_stop: Callable[[], None] | None = None,
+                 stdin_pipe: bool = False):
         """grace_s: SIGINT -> SIGTERM for a ready process; startup_grace_s: the same for one not marked ready.
-        on_stop: called once, right before the first stop signal (the log watcher's stopping())."""
+        on_stop: called once, right before the first stop signal (the log watcher's stopping()).
+        stdin_pipe: the child's stdin is a pipe that send() writes (else /dev/null)."""
+        self.stdin_pipe = stdin_pipe
         self.argv = argv
         self.grace_s = grace_s
         self.startup_grace_s = startup_grace_s
@@ -154,18 +157,43 @@ class ManagedProcess:
         exe = self.argv[0]
         if shutil.which(exe, path=self.env.get("PATH", os.defpath)) is None:
             raise FileNotFoundError(not_runnable(exe, self.env.get("PATH", os.defpath)) or f"{exe!r} not found on PATH")
-        self._log = open_append(self.log_path)  # through rundir: an unwritable run directory is reported once
-        self._log.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%S')} $ {redact(' '.join(self.argv))}\n")
+        self._open_log(self.log_path, "$ " + " ".join(self.argv))
         self.started_at = time.time()
         # The wrapper runs in this interpreter (so it imports like the app does) and execs argv unchanged,
         # environment included.
         self.proc = await asyncio.create_subprocess_exec(
-            *_wrapped(self.argv), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            *_wrapped(self.argv), stdin=asyncio.subprocess.PIPE if self.stdin_pipe else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, env=self.env, cwd=self.cwd, start_new_session=True,
         )
         self.pgid = self.proc.pid  # new session: pgid == pid
         self.watchdog = start_watchdog(os.getpid(), self.pgid)
         self._reader = asyncio.create_task(self._read())
+
+    def _open_log(self, path: Path, header: str) -> None:
+        self._log = open_append(path)  # through rundir: an unwritable run directory is reported once
+        self._log.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%S')} {redact(header)}\n")
+
+    def relog(self, path: Path, header: str) -> None:
+        """From the next line on, tee the output to `path` instead, headed by `header` (start() heads its log with
+        "$ " and the command)."""
+        if self._log is not None:
+            try:
+                self._log.close()
+            except OSError:
+                pass
+        self.log_path = Path(path)
+        self._open_log(self.log_path, header)
+
+    async def send(self, text: str) -> None:
+        """Write `text` to the child's stdin (stdin_pipe=True). Raises ConnectionError when the child is gone."""
+        if self.proc is None or self.proc.stdin is None:
+            raise ConnectionError("the child has no stdin pipe")
+        try:
+            self.proc.stdin.write(text.encode("utf-8"))
+            await self.proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError, RuntimeError) as exc:
+            raise ConnectionError(str(exc) or "the child closed its stdin") from exc
 
     async def _read(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
@@ -318,6 +346,11 @@ class ManagedProcess:
         self._close()
 
     def _close(self) -> None:
+        if self.proc is not None and self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except (OSError, RuntimeError):
+                pass
         if self.watchdog is not None:
             try:
                 self.watchdog.kill()

@@ -79,6 +79,7 @@ SIM_FAULTS = (
 
 _method_check, _method_allowed = _choice("eagle3", "eagle")
 _fault_check, _fault_allowed = _choice(*SIM_FAULTS)
+_warm_check, _warm_allowed = _choice("auto", "off")
 _dataset_check, _dataset_allowed = _choice("sonnet")
 _platform_check, _platform_allowed = _choice(*PLATFORMS)
 _NOT_SENT = "0 (vLLM's default: the flag is not sent)"
@@ -142,6 +143,9 @@ SCHEMA: dict[str, dict[str, Spec]] = {
         "num_prompts": Spec("int", 30, _rng(1, 100_000), "an integer from 1 to 100000"),
         "max_concurrency": Spec("int", 1, _rng(1, 4096), "an integer from 1 to 4096"),
         "timeout_s": Spec("float", 7200.0, _rng(1, 86400), "seconds, from 1 to 86400"),
+        # "auto": an arm's benches run in one warm process where the bench command is a Python program
+        # (tui/core/plan/benchmode.py); "off": one process per bench
+        "warm": Spec("str", "auto", _warm_check, _warm_allowed),
     },
     "smoke": {
         "prompt": Spec("str", "I am gonna keep counting forever, 1 2 3 4 5 ", _nonempty, "a non-empty prompt"),

@@ -257,10 +257,11 @@ def bench_commands(profile: Any, run: RunDir, facts: dict[str, dict[str, Any]]) 
             for wl, recs in reps.items():
                 for r, rec in enumerate(recs if isinstance(recs, list) else [], start=1):
                     if isinstance(rec, dict) and rec.get("command"):
-                        rows.append({"workload": wl, "repeat": r, "command": rec["command"]})
+                        rows.append({"workload": wl, "repeat": r, "command": rec["command"],
+                                     "ran": rec.get("ran") or "process"})
         elif isinstance(f.get("bench"), dict) and f["bench"].get("command"):
             rows.append({"workload": f["bench"].get("workload") or "sonnet", "repeat": None,
-                         "command": f["bench"]["command"]})
+                         "command": f["bench"]["command"], "ran": f["bench"].get("ran") or "process"})
         if rows:
             out[arm.id] = rows
     return out

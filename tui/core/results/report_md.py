@@ -184,6 +184,15 @@ def _bench_commands_markdown(rep: dict[str, Any], w: Any) -> None:
         return
     titles = rep.get("step_titles") or {}
     w("\n### Benchmark commands (as run)\n")
+    ran = [row.get("ran") for sid, rows in bc.items() if sid != "tool" for row in rows]
+    if ran and all(r == "warm" for r in ran):
+        w("\nEach arm's benches ran in one warm process (the bench command's own code, imported once; each bench "
+          "from exactly the argv below).\n")
+    elif "warm" in ran:
+        w(f"\n{ran.count('warm')} of these ran in their arm's warm process (the bench command's own code, imported "
+          f"once), {len(ran) - ran.count('warm')} as a process of their own; each from exactly the argv below.\n")
+    elif ran:
+        w("\nEach bench ran as a process of its own.\n")
     for sid, rows in bc.items():
         title = "Sonnet custom-JSONL builder (vLLM >= 0.32)" if sid == "tool" else titles.get(sid) or STEP_TITLES.get(sid, sid)
         w(f"\n{title}:\n\n```bash\n")

@@ -179,7 +179,8 @@ class Engine(StandIn, Fleet, Resume):
                 self.ctx.diagnoses.append(event)
         elif isinstance(event, Command):  # the commands that ran, for `c` after the run and --open
             try:
-                record_command(self.run.path, event.step, event.role, event.argv, event.text, self.run.write_json)
+                record_command(self.run.path, event.step, event.role, event.argv, event.text, self.run.write_json,
+                               event.how)
             except RunDirUnwritable as err:
                 self._unwritable_seen(err)
             except OSError:

@@ -23,6 +23,7 @@ from tui.core.plan.workloads import WorkloadError, bench_rows, probe, probe_file
 from tui.core.host.placement import (PlacementError, arm_ports, capacity_check, core_facts, estimate_ram_per_server_gib,
                                      format_range, root_comm_port)
 from tui.core.steps.bench import prepare_bench_dataset, run_benchmark, vllm_version
+from tui.core.steps.benchrun import prestart
 from tui.core.results.report import load_report
 from tui.core.results.schedule import derive
 from tui.core.results.contamination import usable_repeats
@@ -408,6 +409,7 @@ async def _serve_arm(ctx: StepContext, sid: str, arm: Any, sr: ServerRun, worklo
     try:
         if not launched and not await sr.launch():
             return sr.facts.result(sr.result_facts)
+        await prestart(ctx, sr)  # the arm's warm bench runner imports the bench's code while the server starts
         if not launched and not await sr.wait_ready():
             return sr.facts.result(sr.result_facts)
         await _measuring_turn(ctx, sid)

@@ -41,6 +41,7 @@ from tui.core.events import Artifact, BenchSample, Command, Notice, Progress
 from tui.core.proc.child import wait_child
 from tui.core.proc.supervisor import ManagedProcess
 from tui.core.steps.base import FactRecorder, StepContext
+from tui.core.steps.benchrun import BenchChild, bench_env
 from tui.core.host.interpreter import find_server_interpreter, probe_vllm_version, server_launch_env
 from tui.core.steps import dataset as dataset_step
 from tui.core.store.rundir import atomic_write_json, file_digest
@@ -407,9 +408,7 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
             result_file.unlink()
     argv = plan.bench_argv(prof, str(result_file), dataset_path, version, ctx.ph, workload=workload, repeat=repeat,
                            level=level)
-    ctx.emit(Command(step, "bench", tuple(argv), format_command(argv)))
-    env = dict(ctx.environ)
-    env.setdefault("PYTHONUNBUFFERED", "1")
+    env = bench_env(ctx)
     total = level_prompts(prof, level)
     out_tokens_target = total * prof.benchmark.output_len
     tqdm = TqdmProgressParser()
@@ -430,15 +429,17 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
         before, before_srv = await _scrape_spec(client, sr.url)
         key = level_key(workload.name if workload is not None else "sonnet", level)
         series = MetricsSeries(ctx, step, label, key, level, time.monotonic(), before, before_srv)
-        proc = ManagedProcess(argv, env, ctx.run.file(f"{stem}.bench.log"), on_line=on_line, on_chunk=on_chunk,
-                              grace_s=2.0)
+
+        def announce(how: str) -> None:  # the bench itself starts: its command, as it runs
+            ctx.emit(Command(step, "bench", tuple(argv), format_command(argv), how=how))
+            ctx.emit(Progress(step, "requests", 0, total, "req", None, None, "vllm bench serve"))
+
+        proc = BenchChild(ctx, sr, argv, env, ctx.run.file(f"{stem}.bench.log"), on_line, on_chunk, announce)
         try:
             await proc.start()
         except (OSError, ValueError) as exc:
             facts.add("benchmark", "cannot start", "fail", str(exc), "check server.command in the profile")
             return None
-        ctx.cleanups.append(proc)
-        ctx.emit(Progress(step, "requests", 0, total, "req", None, None, "vllm bench serve"))
 
         async def tokens_so_far() -> None:  # tokens generated so far (real, from the server's own counter)
             spec_now, srv = await _scrape_spec(client, sr.url)
@@ -455,20 +456,17 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
         except asyncio.CancelledError:
             try:  # the bench goes first, so that nothing it writes while stopping lands under the result's name
                 await asyncio.shield(proc.stop(grace_s=2))
-                ctx.forget(proc)
-            finally:  # (else the engine's cleanup stops it: it is registered above)
+            finally:  # (else the engine's cleanup stops it: it is registered in ctx.cleanups)
                 set_aside(ctx, step, result_file)
             raise
         if timed_out:
-            await proc.stop(grace_s=5)
-            ctx.forget(proc)
+            await proc.stop(grace_s=5)  # a warm bench: its whole runner (the next bench starts a new one)
             kept = set_aside(ctx, step, result_file)
             facts.add("benchmark", f"timed out after {prof.benchmark.timeout_s:.0f}s", "fail",
                       f"its partial output is kept as {kept.name} (not a result)" if kept else "",
                       "raise benchmark.timeout_s or lower benchmark.num_prompts")
             return None
-        await proc.stop(grace_s=1)
-        ctx.forget(proc)
+        await proc.finish()
         after, after_srv = await _scrape_spec(client, sr.url)
         series.add(time.monotonic(), after, after_srv)
     ctx.emit(Progress(step, "requests", total if rc == 0 else 0, total, "req", None, 0, "vllm bench serve",
@@ -522,6 +520,7 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
         pass
     data["argv"] = list(argv)  # the bench exactly as run (report.md prints it)
     data["command"] = format_command(argv)
+    data["ran"] = "warm" if proc.how else "process"  # in the arm's warm runner, or as its own process
     data["bench_seconds"] = round(bench_secs, 2)
     data["vllm_version"] = version
     data["dataset_mode"] = dataset_mode(version) if workload is None or workload.name == "sonnet" else workload.name

@@ -27,6 +27,7 @@ from tui.core.profile.release_rules import launch_problems
 from tui.core.profile.sections import SpeculativeSettings
 from tui.core.steps.base import FactRecorder, StepContext, StepResult
 from tui.core.steps.bench import prepare_bench_dataset, run_benchmark, vllm_version
+from tui.core.steps.benchrun import stop_runner
 
 HEALTH_POLL_S = 1.0
 DEATH_WAIT_S = 15.0  # after a failed first request: how long to wait for a dying server to exit
@@ -73,6 +74,8 @@ class ServerRun:
         self.vllm_version: str | None = None
         self.dataset_path = ""
         self.served_name = target_model(self.prof, ctx.ph)  # placeholders resolved, as vLLM serves it
+        self.bench_runner: Any = None  # the arm's warm bench runner (steps/benchrun.py), while it runs
+        self.bench_warm_off = ""  # why this arm's benches run one process each after all (steps/benchrun.py)
 
     # -- helpers -----------------------------------------------------------------------------------
     def diag(self, d: Any) -> None:
@@ -359,6 +362,7 @@ class ServerRun:
 
     # -- stop ----------------------------------------------------------------------------------------------
     async def stop(self) -> None:
+        await stop_runner(self.ctx, self)  # the arm's warm bench runner goes with its server
         if self._stopped or self.proc is None:
             return
         self._stopped = True
