@@ -40,9 +40,9 @@ SONNET_PROBE_LINES = 15
 async def _prepare_workload(ctx: StepContext, sr: ServerRun, name: str) -> tuple[Any, str] | None:
     """(Workload, the bench's --dataset-path) for `name`; chat / own get their custom JSONL written into the run
     directory. None after a failed fact."""
-    t = ctx.profile.data.get("tune") or {}
+    t = ctx.profile.tune
     try:
-        w = resolve_workload(name, ctx.ph.resolve(t.get("prompts_file") or ""), sr.dataset_path)
+        w = resolve_workload(name, ctx.ph.resolve(t.prompts_file if t is not None else ""), sr.dataset_path)
         if name == "sonnet":
             return w, sr.dataset_path
         rows = bench_rows(w)
@@ -95,7 +95,7 @@ async def _probe(ctx: StepContext, sr: ServerRun, w: Any, dataset_path: str) -> 
     texts (the per-prompt lossless check) and per-request spec-decode metrics (where the server sends them)."""
     import httpx
 
-    n = int((ctx.profile.data.get("tune") or {}).get("probe_prompts") or 0)
+    n = ctx.profile.tune.probe_prompts if ctx.profile.tune is not None else 0
     if n <= 0:
         return None
     prompts = probe_inputs(w, n, _sonnet_probe_prompts(dataset_path, n) if w.name == "sonnet" else None)
@@ -227,7 +227,7 @@ class LaunchPool:
 def _pool(ctx: StepContext, arm: Any) -> LaunchPool | None:
     """The run's launch pool when tune.parallel is on and more than one range fits (else None: one at a time,
     with a notice saying why)."""
-    if not (ctx.profile.data.get("tune") or {}).get("parallel"):
+    if ctx.profile.tune is None or not ctx.profile.tune.parallel:
         return None
     if "pool" in ctx.runtime:
         return ctx.runtime["pool"]

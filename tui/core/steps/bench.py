@@ -529,7 +529,7 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     data["concurrency"] = level if level is not None else prof.benchmark.max_concurrency
     data["num_prompts"] = total
     data["request_goodput"] = res.request_goodput
-    slo = {k: v for k, v in ((prof.data.get("tune") or {}).get("slo") or {}).items() if k != "attainment"}
+    slo = prof.tune.slo.limits() if prof.tune is not None and prof.tune.slo is not None else {}
     data["goodput_slo"] = slo if level is not None and slo else None
     data["timeseries"] = series.record()
     iso = await _isolation(sr.url, before_srv, after_srv, res, prof.benchmark.output_len,
