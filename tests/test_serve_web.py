@@ -346,9 +346,10 @@ def test_quit_in_the_browser_stops_every_server(tmp_path):
 
 def test_a_lost_tunnel_is_a_terminal_loss(tmp_path):
     """The tunnel stops forwarding without closing (the laptop's network went away): the websocket's heartbeat
-    notices, and the app stops its servers, writes its report and exits, as after a lost terminal."""
+    notices, and the app stops its servers, writes its report and exits, as after a lost terminal. The benchmark
+    is long enough to be still running when the heartbeat notices (about 22 s), so the run is interrupted."""
     run_dir = tmp_path / "run"
-    serve = ServeWeb(tmp_path, ["--profile", str(demo_profile(tmp_path)), "--run-dir", str(run_dir), "--port", "0"])
+    serve = ServeWeb(tmp_path, ["--profile", str(demo_profile(tmp_path, num_prompts=2000)), "--run-dir", str(run_dir), "--port", "0"])
     try:
         serve.wait_url()
 

@@ -35,10 +35,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def demo_profile(tmp: Path, name: str = "web-demo.toml") -> Path:
-    """The demo profile, fast (time scales 0.2, 4 prompts) on a free port, with its vLLM cache under tmp."""
+def demo_profile(tmp: Path, name: str = "web-demo.toml", num_prompts: int = 4) -> Path:
+    """The demo profile, fast (time scales 0.2, 4 prompts) on a free port, with its vLLM cache under tmp. A test
+    that must catch the run still going when something happens to it (a lost tunnel, noticed only by the
+    websocket's heartbeat) gives it more prompts."""
     prof = load_profile("demo").with_values({
-        "simulation.time_scale": 0.2, "simulation.token_time_scale": 0.2, "benchmark.num_prompts": 4,
+        "simulation.time_scale": 0.2, "simulation.token_time_scale": 0.2, "benchmark.num_prompts": num_prompts,
         "server.port": free_port(), "server.env": {"VLLM_CACHE_ROOT": str(tmp / "vllm-cache")}})
     path = tmp / name
     path.write_text(prof.to_toml())

@@ -8,28 +8,16 @@ servers, write the report, exit; tui/app/terminal.py), so no server outlives a d
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import os
 import signal
 import sys
 
 from ..cli import main
+from ..core.proc.pdeathsig import die_with_parent
 from ..core.run.engine import EXIT_INTERRUPTED
 
-_PR_SET_PDEATHSIG = 1
-
-
 def hang_up_with_parent() -> bool:
-    """PR_SET_PDEATHSIG(SIGHUP) on Linux; False when the parent is already gone (elsewhere: True, no-op)."""
-    parent = os.getppid()
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGHUP, 0, 0, 0)
-        except OSError:
-            pass
-    return os.getppid() == parent
+    """SIGHUP when serve-web dies (PR_SET_PDEATHSIG); False when it is already gone."""
+    return die_with_parent(signal.SIGHUP)
 
 
 def run(argv: list[str]) -> int:

@@ -16,19 +16,25 @@ import sys
 _PR_SET_PDEATHSIG = 1
 
 
-def main(argv: list[str]) -> int:
-    if not argv:
-        print("usage: python -m tui.core.proc.pdeathsig CMD [ARGS...]", file=sys.stderr)
-        return 2
+def die_with_parent(sig: int = signal.SIGKILL) -> bool:
+    """Ask Linux to send this process `sig` when its parent dies (PR_SET_PDEATHSIG; elsewhere a no-op). False when
+    the parent was already gone before that took effect."""
     parent = os.getppid()
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
         except OSError:
             pass
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            return 1
+    return os.getppid() == parent
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print("usage: python -m tui.core.proc.pdeathsig CMD [ARGS...]", file=sys.stderr)
+        return 2
+    if not die_with_parent(signal.SIGKILL):  # the parent died before prctl took effect
+        return 1
     try:  # the command starts with no signal blocked, whatever thread started us: a mask is inherited across
         # exec, and some parents block SIGINT in the thread that spawns (a Ray actor's event loop does), which
         # would leave a server deaf to the SIGINT of a graceful stop

@@ -274,14 +274,7 @@ class Engine(StandIn, Fleet, Resume):
                 finally:
                     self._step_task = None
             secs = time.monotonic() - t0
-            res.status = StepStatus(res.status)
-            self.results[sid] = res
-            if res.status.ok:
-                self.ctx.shared[sid] = res.facts
-            else:
-                self.ctx.shared.pop(sid, None)
-            self.run.update_step(sid, status=res.status, seconds=round(secs, 3), summary=res.summary,
-                                 facts=res.facts, finished=time.time())
+            self._record_result(sid, res, secs)
         except asyncio.CancelledError:
             secs = time.monotonic() - t0
             why = "interrupted"
@@ -304,6 +297,20 @@ class Engine(StandIn, Fleet, Resume):
             self.results[sid] = res
         self._emit(StepFinished(sid, res.status, secs, res.summary))
         return res
+
+    def _record_result(self, sid: str, res: StepResult, secs: float) -> None:
+        """A step's attempt has ended: its result is the step's latest, its facts are shared with the steps after
+        it when it passed, and state.json records it (with the fleet node it ran on, if any). Raises
+        RunDirUnwritable when state.json cannot be written."""
+        res.status = StepStatus(res.status)
+        self.results[sid] = res
+        if res.status.ok:
+            self.ctx.shared[sid] = res.facts
+        else:
+            self.ctx.shared.pop(sid, None)
+        node = res.facts.get("node") if isinstance(res.facts, dict) else None
+        self.run.update_step(sid, status=res.status, seconds=round(secs, 3), summary=res.summary, facts=res.facts,
+                             finished=time.time(), **({"node": node} if isinstance(node, dict) else {}))
 
     def _lock_host(self, sid: str) -> StepResult | None:
         """Take the host locks of the profile's port and cores before a step that checks or launches a server.

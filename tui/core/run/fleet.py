@@ -14,7 +14,7 @@ import asyncio
 import time
 from typing import Any
 
-from tui.core.events import Notice, StepFinished, StepStarted, StepStatus
+from tui.core.events import Notice, StepFinished, StepStarted
 from tui.core.exec.cluster import node_baseline
 from tui.core.plan.arms import fingerprint, result_name, run_steps, step_title
 from tui.core.steps.base import StepResult
@@ -140,16 +140,8 @@ class Fleet:
 
     def _arm_finished(self, sid: str, res: StepResult) -> None:
         secs = time.monotonic() - self._batch_t0.get(sid, time.monotonic())
-        res.status = StepStatus(res.status)
-        self.results[sid] = res
-        if res.status.ok:
-            self.ctx.shared[sid] = res.facts
-        else:
-            self.ctx.shared.pop(sid, None)
         try:
-            self.run.update_step(sid, status=res.status, seconds=round(secs, 3), summary=res.summary,
-                                 facts=res.facts, finished=time.time(),
-                                 **({"node": res.facts["node"]} if isinstance(res.facts.get("node"), dict) else {}))
+            self._record_result(sid, res, secs)
         except RunDirUnwritable as err:
             self._unwritable_seen(err)
         self._emit(StepFinished(sid, res.status, secs, res.summary, node=self._batch_node.get(sid, "")))
