@@ -113,7 +113,8 @@ def _show_commands(profile, args: argparse.Namespace) -> int:
     """--show-commands: the commands for the given (--vllm-version), detected or unknown vLLM version."""
     from .core.plan.commands import Placeholders
     from .core.plan.build import show_commands_text
-    from .core.host.interpreter import find_server_interpreter, probe_vllm_version, server_launch_env
+    from .core.host.interpreter import (find_server_interpreter, probe_metadata, probe_vllm_version, server_launch_env,
+                                        synthetic_on_cpu)
 
     # the run directory as a run would use it (absolute: tui.core.run.engine resolves it once)
     run_dir = os.path.abspath(args.run_dir) if args.run_dir else "./specdec-runs/<run>"
@@ -130,9 +131,17 @@ def _show_commands(profile, args: argparse.Namespace) -> int:
         except Exception:  # an unprobeable command only means "unknown"
             version = None
         source = ("simulated" if profile.simulated else "detected") if version else "unknown"
-    interp = find_server_interpreter(ph.resolve(profile.server.command[0]), server_launch_env(profile, ph, environ))
+    launch_env = server_launch_env(profile, ph, environ)
+    interp = find_server_interpreter(ph.resolve(profile.server.command[0]), launch_env)
     python = interp.argv if interp.python else None
-    sys.stdout.write(redact(show_commands_text(profile, run_dir, version, source, vllm_python=python)))
+    notes = []
+    if profile.platform == "cpu" and profile.speculative.extra.get("rejection_sample_method") == "synthetic":
+        # what the env step will find (tui/core/host/cpu.py synthetic_fact), from the same metadata probe
+        ep, why = synthetic_on_cpu(probe_metadata(profile, ph, environ), launch_env)
+        notes.append(f"Synthetic acceptance on cpu: provided by the general plugin {ep['name']} (test-only)" if ep
+                     else f"Synthetic acceptance on cpu: not available ({why}); the env step stops a run before "
+                          "any launch")
+    sys.stdout.write(redact(show_commands_text(profile, run_dir, version, source, vllm_python=python, notes=notes)))
     return 0
 
 

