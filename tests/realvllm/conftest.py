@@ -9,6 +9,8 @@ Session fixtures (every test of this folder carries the `realvllm` marker; the t
 - ``tiny_models``: builds target / draft-eagle3 / draft-eagle3-repo once per session with
   tui/tools/tinymodels.py in the vLLM interpreter, into a cache directory keyed by the script's hash.
 - ``sonnet_path``: the sonnet text the tokenizer is trained on (the bundled copy of vLLM's sonnet.txt; missing: a failure).
+- ``wide_models``: the same construction at a wider shape (tests/realvllm/widemodels.py: an 8-layer, hidden-768
+  target), for the synthetic-acceptance sweep, where speculation has to be able to pay on this CPU.
 
 Environment: ``SPECDEC_VLLM_CACHE`` (where provision.sh keeps the venv and where the tiny models are
 cached; default ``~/.cache/specdec-tui``), ``SPECDEC_PROVISION_TIMEOUT_S`` (default 1800).
@@ -141,6 +143,26 @@ def tiny_models(real_vllm: RealVllm, sonnet_path: Path) -> Path:
                     f"{p.stderr[-3000:]}", pytrace=False)
     for d in ("target", "draft-eagle3", "draft-eagle3-repo"):
         assert (out / d / "config.json").is_file(), f"{out / d} missing after tinymodels.py"
+    return out
+
+
+WIDEMODELS = HERE / "widemodels.py"
+
+
+@pytest.fixture(scope="session")
+def wide_models(real_vllm: RealVllm, sonnet_path: Path) -> Path:
+    """target/ and draft-eagle3/ at the wider shape of tests/realvllm/widemodels.py (a target costly enough for
+    speculation to pay on this CPU), built once, cached by both scripts' hashes."""
+    key = hashlib.sha256(TINYMODELS.read_bytes() + WIDEMODELS.read_bytes()).hexdigest()[:16]
+    sh = hashlib.sha256(sonnet_path.read_bytes()).hexdigest()[:8]
+    out = cache_root() / "wide-models" / f"{key}-{sh}"
+    p = subprocess.run([str(real_vllm.python), str(WIDEMODELS), "--out", str(out), "--sonnet", str(sonnet_path)],
+                       capture_output=True, text=True, timeout=600, env=real_vllm.env())
+    if p.returncode != 0:
+        pytest.fail(f"building the wide models failed (tests/realvllm/widemodels.py exit {p.returncode}):\n"
+                    f"{p.stderr[-3000:]}", pytrace=False)
+    for d in ("target", "draft-eagle3"):
+        assert (out / d / "config.json").is_file(), f"{out / d} missing after widemodels.py"
     return out
 
 

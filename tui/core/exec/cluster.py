@@ -16,7 +16,7 @@ import os
 import re
 import socket
 import sys
-from typing import Any
+from typing import Any, Sequence
 
 from tui.core.events import StepStatus
 from tui.core.exec.base import ExecConfig, ExecutorError
@@ -262,11 +262,12 @@ def merge(sid: str, groups: list[NodeGroup], results: list[StepResult]) -> StepR
 
 
 def fleet_commands_text(executor: Any, profile: Profile, run_dir: str, vllm_version: str | None,
-                        source: str, vllm_python: list[str] | None = None) -> str:
+                        source: str, vllm_python: list[str] | None = None, notes: Sequence[str] = ()) -> str:
     """--show-commands --ray: the plan per node group of the cluster `executor` is connected to (before any run,
     so the node groups are numbered as a fresh run numbers them)."""
     plan = build_plan(profile, run_dir, vllm_version, vllm_python=vllm_python)
-    head = show_commands_text(profile, run_dir, vllm_version, source, vllm_python=vllm_python).split("\n\n", 1)[0]
+    head = show_commands_text(profile, run_dir, vllm_version, source, vllm_python=vllm_python,
+                              notes=notes).split("\n\n", 1)[0]
     out = [head, f"# Fleet: the Ray cluster at {executor.address} (Ray {executor.ray_version}); every arm "
                  f"reserves {fmt_resources(executor.need)} on its node.",
            "# On every node group: env and checkpoints; dataset on the first, shipped to the others (sha256 checked).",

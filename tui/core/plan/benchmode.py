@@ -106,7 +106,7 @@ def bench_mode(profile: Profile, environ: dict[str, str], ph: Placeholders | Non
     """The bench mode of a run of `profile` whose benches see `environ` (the bench's environment: its PATH finds
     the command)."""
     ph = ph or Placeholders()
-    setting = str(profile.data.get("benchmark", {}).get("warm", "auto"))
+    setting = profile.benchmark.warm
     if setting == "off":
         return BenchMode(False, 'benchmark.warm = "off"')
     if benches_per_arm(profile) < 2:

@@ -24,7 +24,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from tui.core.plan import commands as cmd
 from tui.core.plan.benchmode import BenchMode, bench_mode
@@ -250,15 +250,17 @@ def planned_version(profile: Profile, vllm_version: str | None, version_source: 
 
 
 def show_commands_text(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_version: str | None = None,
-                       version_source: str = "unknown", vllm_python: list[str] | None = None) -> str:
+                       version_source: str = "unknown", vllm_python: list[str] | None = None,
+                       notes: Sequence[str] = ()) -> str:
     """The plan as shell text. `version_source`: "detected" (probed from the profile's command), "simulated"
     ([simulation] vllm_version), "given" (--vllm-version), "recorded" (a run's env.json) or "unknown" (not found:
     the sonnet form, as on the vLLM Neuron pins, stated in the output). Without a version, a profile that states
-    its release ([simulation] vllm_version) is shown for that release (planned_version), as its run uses it."""
+    its release ([simulation] vllm_version) is shown for that release (planned_version), as its run uses it.
+    `notes`: further header lines about the server's vLLM (each printed as a comment)."""
     vllm_version, version_source = planned_version(profile, vllm_version, version_source)
     plan = build_plan(profile, run_dir, vllm_version, vllm_python=vllm_python)
     parts = [_version_head(profile, vllm_version, version_source),
-             f"# Dataset: {DATASET_MODE_LABELS[plan.dataset_mode]}"]
+             f"# Dataset: {DATASET_MODE_LABELS[plan.dataset_mode]}", *(f"# {n}" for n in notes)]
     if plan.bench_mode is not None:
         parts.append(f"# Benches: {plan.bench_mode.text()}")
     if is_tune(profile):

@@ -43,7 +43,6 @@ from tui.core.profile.paths import is_local_model, local_model_keys, with_absolu
 from tui.core.profile.schema import (OPTIONAL_TABLES, PLATFORMS, SCHEMA, SIM_FAULTS, _KIND_WORDS, _TABLE_TITLES, PerPlatform,
                                      _show, _type_ok)
 from tui.core.profile.sections import BenchmarkSettings, ServerSettings, SpeculativeSettings, TuneSettings
-from tui.core.profile.spec_extra import CPU_NO_SYNTHETIC
 from tui.core.profile.values import check_values  # values JSON/argv/env cannot carry (dates, NaN, NUL)
 
 import tomli_w
@@ -351,7 +350,6 @@ def load_profile(name_or_path: str) -> Profile:
 
 
 __all__ = [
-    "CPU_NO_SYNTHETIC",
     "PLATFORMS",
     "PerPlatform",
     "Profile",

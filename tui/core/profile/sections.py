@@ -92,6 +92,7 @@ class BenchmarkSettings:
     num_prompts: int
     max_concurrency: int
     timeout_s: float
+    warm: str = "auto"  # "auto": an arm's benches share one warm process where they can; "off": one process each
 
     @classmethod
     def from_table(cls, table: dict[str, Any]) -> "BenchmarkSettings":

