@@ -275,37 +275,10 @@ def _server_ctx(tmp_path: Path, emit: Any, **values: Any) -> StepContext:
                        ph=Placeholders(run_dir=str(tmp_path / "run"), python=sys.executable), environ=env)
 
 
-async def test_a_child_that_cannot_bind_fails_at_once_never_ready_from_a_foreign_health(tmp_path):
+async def _never_ready_beside_a_foreign_server(ctx) -> tuple[ServerRun, list]:
+    """Launch the baseline server of `ctx` while a foreign server takes its port at launch; it must never be
+    ready. Returns the ServerRun (stopped) and the events it emitted."""
     servers: list[ThreadingHTTPServer] = []
-    ctx = _server_ctx(tmp_path, None)
-    port = ctx.profile.server.port
-    events, emit = _foreign_server_on_launch(port, servers)
-    ctx.emit = emit
-    sr = ServerRun(ctx, "baseline", False)
-    sr.vllm_version = "0.24.0"
-    try:
-        assert await sr.launch()
-        assert not await sr.wait_ready()
-    finally:
-        for s in servers:  # first: our stop waits for the port to be free
-            s.shutdown()
-            s.server_close()
-        await sr.stop()
-    facts = {f.name: f for f in events if isinstance(f, Fact)}
-    assert facts["startup"].status == "fail" and facts["startup"].value == "server exited with code 1"
-    assert "Address already in use" in facts["startup"].detail  # the decisive line of its log
-    (d,) = [e for e in events if isinstance(e, Diagnosis)]
-    assert d.id == "port-in-use"
-    assert f"127.0.0.1:{port} is held by pid {os.getpid()}" in d.evidence[-1]  # the foreign server: this process
-    assert sr.result_facts["startup"]["seconds"] is None and "ready_by" not in sr.result_facts["startup"]
-
-
-async def test_a_foreign_health_is_not_our_servers_readiness(tmp_path):
-    """A child that never binds (a sleeper) while a foreign server answers /health on its port: not ready; the
-    startup fails at its timeout naming the foreign socket's process."""
-    servers: list[ThreadingHTTPServer] = []
-    ctx = _server_ctx(tmp_path, None, **{"server.startup_timeout_s": 3,
-                                         "server.command": [sys.executable, "-c", "import time; time.sleep(600)"]})
     events, emit = _foreign_server_on_launch(ctx.profile.server.port, servers)
     ctx.emit = emit
     sr = ServerRun(ctx, "baseline", False)
@@ -318,6 +291,28 @@ async def test_a_foreign_health_is_not_our_servers_readiness(tmp_path):
             s.shutdown()
             s.server_close()
         await sr.stop()
+    return sr, events
+
+
+async def test_a_child_that_cannot_bind_fails_at_once_never_ready_from_a_foreign_health(tmp_path):
+    ctx = _server_ctx(tmp_path, None)
+    port = ctx.profile.server.port
+    sr, events = await _never_ready_beside_a_foreign_server(ctx)
+    facts = {f.name: f for f in events if isinstance(f, Fact)}
+    assert facts["startup"].status == "fail" and facts["startup"].value == "server exited with code 1"
+    assert "Address already in use" in facts["startup"].detail  # the decisive line of its log
+    (d,) = [e for e in events if isinstance(e, Diagnosis)]
+    assert d.id == "port-in-use"
+    assert f"127.0.0.1:{port} is held by pid {os.getpid()}" in d.evidence[-1]  # the foreign server: this process
+    assert sr.result_facts["startup"]["seconds"] is None and "ready_by" not in sr.result_facts["startup"]
+
+
+async def test_a_foreign_health_is_not_our_servers_readiness(tmp_path):
+    """A child that never binds (a sleeper) while a foreign server answers /health on its port: not ready; the
+    startup fails at its timeout naming the foreign socket's process."""
+    ctx = _server_ctx(tmp_path, None, **{"server.startup_timeout_s": 3,
+                                         "server.command": [sys.executable, "-c", "import time; time.sleep(600)"]})
+    sr, events = await _never_ready_beside_a_foreign_server(ctx)
     assert _Health.hits > 0  # the foreign server did answer
     notes = [e.text for e in events if isinstance(e, Notice) and "answered /health" in e.text]
     assert len(notes) == 1 and f"belongs to pid {os.getpid()}" in notes[0]
