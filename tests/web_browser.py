@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -322,7 +323,9 @@ async def browse(cdp: CDP, serve: ServeWeb, url: str, run_dir: Path, out: Path) 
 
     await c.until(c_loaded, 30)
     res["state_c"] = await c.state()
-    res["status_c"] = [e["params"]["response"]["status"] for e in cdp.events
+    # every response tab C got, by path: the page, and whatever the browser asks for by itself (its favicon)
+    res["status_c"] = [[urllib.parse.urlsplit(e["params"]["response"]["url"]).path, e["params"]["response"]["status"]]
+                       for e in cdp.events
                        if e.get("method") == "Network.responseReceived" and e.get("sessionId") == c.session]
     await cdp.call("Target.closeTarget", {"targetId": c.target})
 

@@ -494,6 +494,8 @@ def test_the_servers_counters_count_exactly_what_the_bench_sent(server, custom_j
 
 
 def test_a_foreign_client_during_the_bench_is_seen_in_the_counters(server, custom_jsonl, tmp_path):
+    """A foreign client sends a request every half second while the bench runs (paced: a client that kept the CPU
+    server saturated would only make the bench slow): the counters see them beyond what the bench accounts for."""
     stop = threading.Event()
     sent = []
 
@@ -503,6 +505,7 @@ def test_a_foreign_client_during_the_bench_is_seen_in_the_counters(server, custo
                 c.post(server.url + "/v1/completions", json={"model": server.target, "prompt": PROMPT,
                                                              "max_tokens": 16, "temperature": 0})
                 sent.append(1)
+                stop.wait(0.5)
 
     t = threading.Thread(target=foreign, daemon=True)
     t.start()
