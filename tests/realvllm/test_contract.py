@@ -469,8 +469,11 @@ def _counters(srv: Server) -> mx.ServerCounters:
     return mx.parse_server_counters(get(srv, "/metrics").text)
 
 
-def _bench_isolated(server, custom_jsonl, tmp_path, name: str) -> tuple[dict, dict]:
+def _bench_isolated(server, custom_jsonl, tmp_path, name: str,
+                    counting: threading.Event | None = None) -> tuple[dict, dict]:
     before = _counters(server)
+    if counting is not None:
+        counting.set()  # the window the counters cover is open
     argv = [*server.bench_cmd, "--backend", "vllm", "--model", server.target, "--host", "127.0.0.1",
             "--port", str(server.port), "--dataset-name", "custom", "--dataset-path", str(custom_jsonl),
             "--custom-output-len", "32", "--skip-chat-template", "--num-prompts", "4", "--max-concurrency", "1",
@@ -496,10 +499,11 @@ def test_the_servers_counters_count_exactly_what_the_bench_sent(server, custom_j
 def test_a_foreign_client_during_the_bench_is_seen_in_the_counters(server, custom_jsonl, tmp_path):
     """A foreign client sends a request every half second while the bench runs (paced: a client that kept the CPU
     server saturated would only make the bench slow): the counters see them beyond what the bench accounts for."""
-    stop = threading.Event()
+    stop, counting = threading.Event(), threading.Event()
     sent = []
 
     def foreign() -> None:
+        counting.wait(300)  # from the counters' first scrape on: the first request lands while the bench starts
         with httpx.Client(timeout=300) as c:
             while not stop.is_set():
                 c.post(server.url + "/v1/completions", json={"model": server.target, "prompt": PROMPT,
@@ -510,7 +514,7 @@ def test_a_foreign_client_during_the_bench_is_seen_in_the_counters(server, custo
     t = threading.Thread(target=foreign, daemon=True)
     t.start()
     try:
-        res, iso = _bench_isolated(server, custom_jsonl, tmp_path, "shared.json")
+        res, iso = _bench_isolated(server, custom_jsonl, tmp_path, "shared.json", counting)
     finally:
         stop.set()
         t.join(timeout=300)
