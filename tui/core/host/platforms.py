@@ -30,7 +30,7 @@ from tui.core.host.weights import OVERHEAD_PER_RANK, _gib, bytes_per_param, smal
 # The per-platform checks answer through this module too (steps/env reads them as plat.<name>): the CPU and
 # CUDA ones live in host/cpu.py and host/cuda.py, the shared helpers in host/platform_base.py.
 from tui.core.host.platform_base import PLATFORMS, profile_platform  # noqa: E402,F401
-from tui.core.host.cpu import cpu_facts, parse_cpuinfo, parse_meminfo, synthetic_fact  # noqa: E402,F401
+from tui.core.host.cpu import cpu_facts, parse_cpuinfo, parse_meminfo, synthetic_fact, wants_synthetic  # noqa: E402,F401
 from tui.core.host.cuda import cuda_facts, parse_nvidia_smi_csv, parse_nvidia_smi_xml  # noqa: E402,F401
 
 

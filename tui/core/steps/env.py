@@ -265,7 +265,7 @@ async def run(ctx: StepContext) -> StepResult:
 
     # ---- vLLM (and the plugin on neuron) -------------------------------------------------------
     _interpreter_facts(rec, interp, probe, root, platform)
-    if platform == "cpu" and (prof.speculative.extra or {}).get("rejection_sample_method") == "synthetic":
+    if plat.wants_synthetic(prof):
         shared["synthetic_on_cpu"] = plat.synthetic_fact(rec, probe, launch_env, interp.python or cmd0)
     if probe.ok:
         if vllm_version:
