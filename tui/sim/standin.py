@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -410,12 +411,20 @@ def stop_holder(proc: "subprocess.Popen[bytes] | None") -> None:
         proc.wait(timeout=5)
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return ""
-    return " ".join(x.decode(errors="replace") for x in raw.split(b"\0") if x)
+def _cmdline(pid: int, wait_for: str = " ".join(HOLDER_ARGS), timeout: float = 10.0) -> str:
+    """The holder's command line as /proc shows it. Right after Popen the child may still be between fork and
+    exec (its cmdline empty or the parent's): wait, briefly, until it reads like the holder."""
+    deadline = time.monotonic() + timeout
+    text = ""
+    while True:
+        try:
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return text
+        text = " ".join(x.decode(errors="replace") for x in raw.split(b"\0") if x)
+        if wait_for in text or time.monotonic() > deadline:
+            return text
+        time.sleep(0.02)
 
 
 def build(base: Path, sim: dict[str, Any], environ: dict[str, str], hub_url: str | None,
