@@ -1,4 +1,4 @@
-"""Helpers for tests/test_bad_inputs.py: run the CLI (in this process or as a child), snapshot directories,
+"""Helpers for tests/test_bad_inputs*.py: run the CLI (in this process or as a child), snapshot directories,
 find leftover processes, and run a command under tests/fsjail.py (real read-only / full file systems, a
 loopback-only network) when this machine allows mount namespaces."""
 
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import psutil
 
-from e2e_util import REPO, child_env
+from e2e_util import REPO, child_env, wait_for
+from tui.cli import main
 
 MARK_VAR = "SPECDEC_BADINPUT_MARK"
 JAIL = REPO / "tests" / "fsjail.py"
@@ -106,3 +107,32 @@ def jail_available() -> str | None:
 
 def no_tmp_files(d: Path) -> list[str]:
     return [p.name for p in d.rglob("*.tmp")] if d.exists() else []
+
+
+# --- in-process CLI runs (fast): exit code, stderr, no traceback, no child left ------------------------------
+
+def _kids() -> set[int]:
+    out = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out.add(p.pid)
+        except psutil.Error:
+            pass
+    return out
+
+
+def inproc(capsys, monkeypatch, tmp_path: Path, *args: str) -> tuple[int, str, str]:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    before = _kids()
+    rc = main(list(args))
+    out, err = capsys.readouterr()
+    assert wait_for(lambda: not (_kids() - before), 20), _kids() - before
+    assert "Traceback" not in out + err
+    return rc, out, err
+
+
+def one_paragraph_error(err: str) -> None:
+    assert err.startswith("specdec-tui: error:"), err
+    assert err.count("\n") == 1, err

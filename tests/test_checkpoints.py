@@ -283,7 +283,7 @@ def test_the_environment_step_words_the_disk_as_this_step_does(hub, tmp_path, mo
     it with sysinfo.free_space, so the environment step's "disk (HF cache)" and this step's "disk space" show the
     same figure for the same place, and the environment step (which has no hub sizes) states no download figure
     of its own that this step's exact one would contradict."""
-    from test_env import make_ctx, run_env
+    from env_util import make_ctx, run_env
     from tui.core.steps import env as env_step
 
     def measured(path):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shutil
 
-from test_env import PY, make_profile, make_vllm_venv
+from env_util import PY, make_profile, make_vllm_venv
 
 from tui.core.host import interpreter as ip
 from tui.core.plan.commands import Placeholders

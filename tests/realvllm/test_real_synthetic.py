@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -385,27 +384,37 @@ def test_the_synthetic_sweep_verdicts_best_k_schedule_and_goodput_follow_the_num
 
 
 def test_the_schedule_arm_runs_the_derived_schedule_and_its_k_follows_the_batch_size(sweep):
-    """The schedule arm ran the schedule the fixed arms' numbers gave (k = 3 alone in the batch, none from two
-    sequences on), and the server's own counters show it: at one concurrent request every decode step drafted 3
-    tokens (the generated tokens are the drafts' accepted tokens plus one per draft, less what max_tokens cut off);
-    at eight, steps with two or more sequences drafted nothing, so most generated tokens came from steps without a
-    draft. The fixed k = 3 arm drafted on every step at both levels."""
+    """The schedule arm ran the schedule the fixed arms' numbers gave, and the server's own counters show it. By
+    design that is k = 3 alone in the batch and none from two sequences on: at one concurrent request every decode
+    step drafted 3 tokens (the generated tokens are the drafts' accepted tokens plus one per draft, less what
+    max_tokens cut off); at eight, steps with two or more sequences drafted nothing, so most generated tokens came
+    from steps without a draft. The fixed k = 3 arm drafted on every step at both levels."""
     _, sw = sweep
     rep = sw.report
     wl = rep["load"]["workloads"]["sonnet"]
     sched = wl["schedule"]
     # By design: synthetic acceptance near 1 with a draft an eighth of the wide target pays alone in the batch and
     # not at eight (measured on 2 shared cores: 1.6-1.9x at 1, lower 95 % bound 1.3-1.5; 0.65-0.84x at 8, where
-    # 4 is too close to the crossover, 0.9-1.2x; tests/realvllm/widemodels.py). A verdict is a measurement: should
-    # a heavily loaded machine blur one, the message gives the run's own numbers.
+    # 4 is too close to the crossover, 0.9-1.2x; tests/realvllm/widemodels.py). A verdict is a measurement, and
+    # this test asserts no measured outcome: on a machine loaded by something else the verdict at 8 may come out
+    # "pays" too (CI once measured 1.12x [1.05, 1.20]); then the schedule is one k everywhere, the product runs no
+    # schedule arm (that fixed arm already measured it), and only that and the fixed arm's drafting are checked.
+    # Which schedule follows from which verdicts is checked by the sweep's verdict test (sweep_checks.py).
     levels = {n: (v["verdict"], v["speedup"]) for n, v in wl["arms"][f"eagle3-k{SWEEP_K}"]["levels"].items()}
-    assert sched == [[1, 1, SWEEP_K], [2, max(LEVELS), 0]], (sched, levels)
-    serve = next(c for c in load(sw.run_dir / "commands.json")["commands"]
-                 if c["role"] == "serve" and c["step"] == "eagle3-schedule")
-    cfg = json.loads(serve["argv"][serve["argv"].index("--speculative-config") + 1])
-    assert cfg["num_speculative_tokens_per_batch_size"] == sched and cfg["num_speculative_tokens"] == SWEEP_K
-    ver = rep["load"]["schedule_verification"]
-    assert ver["schedule"] == sched and set(ver["levels"]) == {f"sonnet@c{n}" for n in LEVELS}
+    assert sched and sched[0][0] == 1 and sched[-1][1] == max(LEVELS), (sched, levels)
+    sched_step = next(s for s in rep["steps"] if s["id"] == "eagle3-schedule")
+    runs_schedule = len({e[2] for e in sched}) > 1
+    if not runs_schedule:
+        assert sched_step["status"] == "skipped", (sched, sched_step)
+        assert not any(c["step"] == "eagle3-schedule" for c in load(sw.run_dir / "commands.json")["commands"])
+    else:
+        assert sched == [[1, 1, SWEEP_K], [2, max(LEVELS), 0]], (sched, levels)  # the only two-range schedule here
+        serve = next(c for c in load(sw.run_dir / "commands.json")["commands"]
+                     if c["role"] == "serve" and c["step"] == "eagle3-schedule")
+        cfg = json.loads(serve["argv"][serve["argv"].index("--speculative-config") + 1])
+        assert cfg["num_speculative_tokens_per_batch_size"] == sched and cfg["num_speculative_tokens"] == SWEEP_K
+        ver = rep["load"]["schedule_verification"]
+        assert ver["schedule"] == sched and set(ver["levels"]) == {f"sonnet@c{n}" for n in LEVELS}
 
     def totals(arm: str, n: int) -> tuple[int, int, int, int]:
         wins = [w for rec in rep["timeseries"][arm][f"sonnet@c{n}"] for w in rec["windows"]]
@@ -413,7 +422,7 @@ def test_the_schedule_arm_runs_the_derived_schedule_and_its_k_follows_the_batch_
                                                         "draft_tokens"))
 
     requests = {n: REPEATS * sw.prompts(n) for n in LEVELS}
-    for arm in (f"eagle3-k{SWEEP_K}", "eagle3-schedule"):
+    for arm in (f"eagle3-k{SWEEP_K}", *(["eagle3-schedule"] if runs_schedule else [])):
         for n in LEVELS:
             g, d, a, t = totals(arm, n)
             assert t == SWEEP_K * d, (arm, n, g, d, a, t)  # a draft is always k = 3 tokens (0 is no draft)

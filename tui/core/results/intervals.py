@@ -1,6 +1,6 @@
 """Intervals over repeats, standard library only: the Student t distribution (its quantile by inverting the
 CDF through the regularized incomplete beta function), t intervals, Welch's degrees of freedom, speedup ratio
-intervals, repeats to settle and the noise floor. tests/test_stats.py checks them against scipy."""
+intervals, repeats to settle and the noise floor. tests/test_stats_scipy.py checks them against scipy."""
 
 from __future__ import annotations
 

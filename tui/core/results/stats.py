@@ -3,7 +3,7 @@ lossless check per prompt, the matrix of arms × workloads and the tutorial's St
 
 The intervals live in tui/core/results/intervals.py and the acceptance math in tui/core/results/acceptance.py;
 their names are importable from here too. Pure functions, no I/O; the standard library only (no scipy at run time: the Student t quantile is computed
-here by inverting the t CDF through the regularized incomplete beta function; tests/test_stats.py checks the
+here by inverting the t CDF through the regularized incomplete beta function; tests/test_stats*.py check the
 functions against scipy).
 
 Units: acceptance rates and per-position acceptance are PERCENT (0-100), as in the bench facts
