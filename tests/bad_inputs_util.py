@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -136,3 +137,29 @@ def inproc(capsys, monkeypatch, tmp_path: Path, *args: str) -> tuple[int, str, s
 def one_paragraph_error(err: str) -> None:
     assert err.startswith("specdec-tui: error:"), err
     assert err.count("\n") == 1, err
+
+
+# --- a headless run stopped by SIGINT or left to fail on its own --------------------------------------------
+
+def stalled_headless(tmp_path: Path, mark: str, argv: list[str], how: str, ready: Path, ready_s: float,
+                     timeout: float, **env_extra: str) -> tuple[int, str]:
+    """Run `python -m tui ARGV` as a child marked `mark` (MARK_VAR, for leftovers_after). how == "sigint": once
+    `ready` exists, send SIGINT; otherwise let the run end by itself (a timeout it was given). Returns its exit
+    status and stderr; the child never outlives the call."""
+    env = child_env(tmp_path)
+    env.update(env_extra)
+    env[MARK_VAR] = mark
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    app = subprocess.Popen([sys.executable, "-m", "tui", *argv], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        if how == "sigint":
+            assert wait_for(ready.exists, ready_s), f"{ready.name} never appeared"
+            time.sleep(0.3)
+            app.send_signal(signal.SIGINT)
+        err = app.communicate(timeout=timeout)[1]
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.communicate()
+    return app.returncode, err

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,9 +24,11 @@ from bad_inputs_util import (
     leftovers_after,
     run_cli,
     snapshot,
+    stalled_headless,
 )
-from e2e_util import REPO, child_env, demo_variant, free_port, wait_for
+from e2e_util import FAST_SIM, REPO, child_env, demo_variant, free_port
 from tui.core import secrets
+from tui.core.profile.model import load_profile
 from tui.core.run import reuse
 
 FIXTURES = REPO / "tests" / "fixtures"
@@ -347,28 +348,13 @@ def test_interrupted_bench_output_is_never_taken_for_a_result(tmp_path, how):
     """A bench that wrote half its result file and then stalls: stopped by a signal (exit 130, the step interrupted)
     or by benchmark.timeout_s (exit 1, the step failed). Its output is left as baseline.json.partial, the step's
     summary says so, and a later `--steps results` does not read it as the baseline's numbers."""
-    from e2e_util import demo_variant
-
     extra = {"benchmark__timeout_s": 3.0} if how == "timeout" else {}
     prof = demo_variant(tmp_path, "stall", server__command=["{python}", str(STALL_BENCH)], **extra)
     run = tmp_path / "run"
-    env = child_env(tmp_path)
-    env[MARK_VAR] = mark = f"stall-{os.getpid()}-{time.monotonic_ns()}"
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    app = subprocess.Popen([sys.executable, "-m", "tui", "--profile", str(prof), "--headless", "--steps", "baseline",
-                            "--run-dir", str(run)], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        if how == "sigint":
-            assert wait_for(lambda: (run / "baseline.json").exists(), 120)
-            time.sleep(0.3)
-            app.send_signal(signal.SIGINT)
-        err = app.communicate(timeout=120)[1]
-    finally:
-        if app.poll() is None:
-            app.kill()
-            app.communicate()
-    assert app.returncode == (130 if how == "sigint" else 1), err
+    mark = f"stall-{os.getpid()}-{time.monotonic_ns()}"
+    rc, err = stalled_headless(tmp_path, mark, ["--profile", str(prof), "--headless", "--steps", "baseline",
+                                                "--run-dir", str(run)], how, run / "baseline.json", 120, 120)
+    assert rc == (130 if how == "sigint" else 1), err
     assert "Traceback" not in err and not leftovers_after(mark)
     assert not (run / "baseline.json").exists()
     assert (run / "baseline.json.partial").read_text().startswith('{"date"')
@@ -386,11 +372,7 @@ def test_interrupted_bench_output_is_never_taken_for_a_result(tmp_path, how):
 
 # =========================================================================================================
 # Issue 18 (second round), items 3-6: tune inputs, core ranges, executables and probe children, --vllm-version.
-# (A separate block: other parts of the corpus are extended elsewhere in this file.)
 # =========================================================================================================
-
-from e2e_util import FAST_SIM  # noqa: E402
-from tui.core.profile.model import load_profile  # noqa: E402
 
 
 def _tune_variant(tmp_path: Path, name: str, **updates) -> Path:

@@ -27,8 +27,8 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from bad_inputs_util import MARK_VAR, leftovers_after
-from e2e_util import FAST_SIM, REPO, child_env, free_port, wait_for
+from bad_inputs_util import MARK_VAR, leftovers_after, stalled_headless
+from e2e_util import FAST_SIM, REPO, child_env, free_port
 from tui.core.events import Command, Notice
 from tui.core.plan import build as plan
 from tui.core.plan.benchmode import bench_mode
@@ -485,24 +485,11 @@ def test_a_stalled_warm_bench_is_stopped_its_output_set_aside_and_nothing_outliv
     extra = {"benchmark__timeout_s": 25.0} if how == "timeout" else {}
     prof = _variant(tmp_path, f"stall-{how}", server__command=["{python}", str(FAKE)], **extra)
     run = tmp_path / "run"
-    env = child_env(tmp_path)
-    env[MARK_VAR] = mark = f"warm-{how}-{os.getpid()}-{time.monotonic_ns()}"
-    env["FAKE_BENCH"] = "1=stall"
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    app = subprocess.Popen([sys.executable, "-m", "tui", "--profile", str(prof), "--headless", "--steps",
-                            "env,dataset,baseline", "--run-dir", str(run)], cwd=tmp_path, env=env,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        if how == "sigint":
-            assert wait_for(lambda: (run / "baseline.sonnet.r2.json").exists(), 240)
-            time.sleep(0.3)
-            app.send_signal(signal.SIGINT)
-        err = app.communicate(timeout=300)[1]
-    finally:
-        if app.poll() is None:
-            app.kill()
-            app.communicate()
-    assert app.returncode == (130 if how == "sigint" else 1), err[-3000:]
+    mark = f"warm-{how}-{os.getpid()}-{time.monotonic_ns()}"
+    rc, err = stalled_headless(tmp_path, mark, ["--profile", str(prof), "--headless", "--steps", "env,dataset,baseline",
+                                                "--run-dir", str(run)], how, run / "baseline.sonnet.r2.json", 240, 300,
+                               FAKE_BENCH="1=stall")
+    assert rc == (130 if how == "sigint" else 1), err[-3000:]
     assert "Traceback" not in err and not leftovers_after(mark)
     assert not (run / "baseline.sonnet.r2.json").exists()
     assert (run / "baseline.sonnet.r2.json.partial").read_text().startswith('{"date"')
