@@ -430,7 +430,7 @@ def test_a_foreign_client_during_a_tune_repeat_contaminates_it_and_only_it(tmp_p
     assert "contaminated sonnet r2: the server finished" in out  # one headless line
     assert (run_dir / "baseline.sonnet.r2.json").is_file()  # kept on disk
     rep = load_report(run_dir)
-    assert rep["contaminated"] == [{"arm": "baseline", "bench": "sonnet", "repeat": 2,
+    assert rep["contaminated"] == [{"arm": "baseline", "bench": "sonnet", "repeat": 2, "measured_again": False,
                                     "result_file": "baseline.sonnet.r2.json", "text": bad["text"]}]
     kept = [json.loads((run_dir / f"baseline.sonnet.r{i}.json").read_text())["output_throughput"] for i in (1, 3)]
     c = rep["matrix"]["cells"]["baseline"]["sonnet"]
@@ -446,8 +446,14 @@ def test_a_foreign_client_during_a_tune_repeat_contaminates_it_and_only_it(tmp_p
     assert (run_dir / "baseline.sonnet.r2.json.contaminated").is_file()
     state = json.loads((run_dir / "state.json").read_text())
     assert not [x for x in state["steps"]["baseline"]["facts"]["repeats"]["sonnet"] if "contaminated" in x]
+    assert "baseline.sonnet.r2.json was contaminated" in out2 and "measured again" in out2  # said live too
     rep = load_report(run_dir)
-    assert rep["contaminated"] == [] and rep["matrix"]["cells"]["baseline"]["sonnet"]["repeats"] == 3
+    assert rep["matrix"]["cells"]["baseline"]["sonnet"]["repeats"] == 3
+    # the report still names the earlier bench: kept as evidence, replaced by the new measurement
+    assert rep["contaminated"] == [{"arm": "baseline", "bench": "sonnet", "repeat": 2, "measured_again": True,
+                                    "result_file": "baseline.sonnet.r2.json.contaminated", "text": bad["text"]}]
+    md = (run_dir / "report.md").read_text()
+    assert f"- baseline sonnet r2 (`baseline.sonnet.r2.json.contaminated`, measured again): {bad['text']}" in md
 
 
 def test_a_foreign_client_during_a_two_arm_bench_gives_no_speedup(tmp_path):
@@ -471,6 +477,16 @@ def test_a_foreign_client_during_a_two_arm_bench_gives_no_speedup(tmp_path):
     assert "baseline" not in rep["runs"] and rep["comparison"]["output_throughput_speedup"] is None
     assert [(c["arm"], c["repeat"]) for c in rep["contaminated"]] == [("baseline", None)]
     assert rep["verdict"]["text"] == "Failed at Baseline server: Another client used the server during a benchmark."
+
+    # Run again, alone: the baseline is measured again, the contaminated result is kept as evidence and named.
+    r2 = _run(tmp_path, prof, run_dir)
+    out2 = " ".join((r2.stdout + r2.stderr).split())
+    assert "baseline.json was contaminated" in out2, out2[-3000:]
+    assert (run_dir / "baseline.json.contaminated").is_file() and (run_dir / "baseline.json").is_file()
+    rep = load_report(run_dir)
+    assert rep["comparison"]["output_throughput_speedup"] is not None, out2[-3000:]
+    assert rep["contaminated"] == [{"arm": "baseline", "bench": "sonnet", "repeat": None, "measured_again": True,
+                                    "result_file": "baseline.json.contaminated", "text": bench["contaminated"]["text"]}]
 
 
 def test_tune_parallel_skips_a_port_another_run_holds(tmp_path):

@@ -19,9 +19,11 @@ def usable_repeats(repeats: Iterable[Any] | None) -> list[dict[str, Any]]:
 
 
 def contaminated_benches(profile: Any, facts: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """report.json's `contaminated`: every benchmark another client shared the server with (its facts carry
-    `contaminated`, tui/core/steps/bench.py), in run order: {arm, bench, repeat (None: a two-arm run's one bench),
-    result_file, text}. Their numbers stay on disk; the statistics leave them out (usable_repeats)."""
+    """report.json's `contaminated`: every benchmark another client shared the server with, in run order: {arm,
+    bench, repeat (None: a two-arm run's one bench), result_file, text, measured_again}. Those whose facts carry
+    `contaminated` (tui/core/steps/bench.py) are the run's own numbers, left out of the statistics
+    (usable_repeats); those a later measurement replaced (its facts carry `replaces_contaminated`) are named with
+    the file they are kept in and `measured_again` true. All stay on disk."""
     out: list[dict[str, Any]] = []
     for arm in arms_of(profile):
         f = facts.get(arm.id) or {}
@@ -34,9 +36,15 @@ def contaminated_benches(profile: Any, facts: dict[str, dict[str, Any]]) -> list
         else:
             items = []
         for key, i, r in items:
-            c = r.get("contaminated") if isinstance(r, dict) else None
+            if not isinstance(r, dict):
+                continue
+            old = r.get("replaces_contaminated")
+            if isinstance(old, dict):
+                out.append({"arm": arm.id, "bench": key, "repeat": i, "result_file": str(old.get("kept_as") or ""),
+                            "text": str(old.get("text") or ""), "measured_again": True})
+            c = r.get("contaminated")
             if isinstance(c, dict):
-                out.append({"arm": arm.id, "bench": key, "repeat": i,
+                out.append({"arm": arm.id, "bench": key, "repeat": i, "measured_again": False,
                             "result_file": Path(str(r.get("result_file") or "")).name, "text": str(c.get("text") or "")})
     return out
 
@@ -47,9 +55,11 @@ def contamination_markdown(items: list[dict[str, Any]]) -> str:
         return ""
     lines = ["", "## Contaminated benchmarks", "",
              "Another client used the server during these benchmarks (the server's own /metrics counters counted work "
-             "that was not theirs). Their numbers are kept in their result files and state.json and left out of every "
-             "statistic and speedup in this report; a continued run (same `--run-dir`) measures them again.", ""]
+             "that was not theirs). Their numbers are kept in the files named here and left out of every statistic "
+             "and speedup in this report; a continued run (same `--run-dir`) measures them again. Those marked "
+             "\"measured again\" were: the report uses the new measurement.", ""]
     for c in items:
         rep = f" r{c['repeat']}" if c.get("repeat") else ""
-        lines.append(f"- {c['arm']} {c['bench']}{rep} (`{c['result_file']}`): {c['text']}")
+        again = ", measured again" if c.get("measured_again") else ""
+        lines.append(f"- {c['arm']} {c['bench']}{rep} (`{c['result_file']}`{again}): {c['text']}")
     return "\n".join(lines) + "\n"

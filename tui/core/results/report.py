@@ -25,9 +25,10 @@ report.json keys (documented in the README):
                     each server's smoke test and lossless checks, as the arm steps recorded them
   launches[]        {id, title, status, startup_s, cache_hits, cache_misses, placement}: every server launch
   requested_steps   the steps asked for; steps[] lists each of them, "not run" where it never started
-  contaminated[]    {arm, bench, repeat, result_file, text}: benchmarks another client shared the server with
-                    (its /metrics counters counted more than the bench sent); kept on disk, left out of runs,
-                    comparison, matrix and load (results/contamination.py)
+  contaminated[]    {arm, bench, repeat, result_file, text, measured_again}: benchmarks another client shared the
+                    server with (its /metrics counters counted more than the bench sent); kept on disk, left out of
+                    runs, comparison, matrix and load (results/contamination.py); measured_again: a later bench
+                    replaced it, and it is kept as result_file
 """
 
 from __future__ import annotations

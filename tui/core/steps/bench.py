@@ -295,15 +295,36 @@ def set_aside(ctx: StepContext, step: str, result_file: Path) -> Path | None:
     return partial
 
 
-def _recorded_contaminated(ctx: StepContext, step: str, result_file: Path) -> bool:
-    """Does state.json record `result_file` as a contaminated bench of `step` (its facts' bench or a repeat)?"""
+def _recorded_contamination(ctx: StepContext, step: str, result_file: Path) -> dict[str, Any] | None:
+    """What state.json records of `result_file` as a contaminated bench of `step` (its facts' bench or a repeat):
+    the record's `contaminated` (its text and counts), None when it is not recorded as one."""
     facts = ((ctx.run.state.get("steps") or {}).get(step) or {}).get("facts")
     if not isinstance(facts, dict):
-        return False
+        return None
     recs = [facts.get("bench")] + [r for rs in (facts.get("repeats") or {}).values() if isinstance(rs, list)
                                    for r in rs]
-    return any(isinstance(r, dict) and r.get("contaminated") and r.get("result_file") == str(result_file)
-               for r in recs)
+    for r in recs:
+        if isinstance(r, dict) and isinstance(r.get("contaminated"), dict) and r.get("result_file") == str(result_file):
+            return r["contaminated"]
+    return None
+
+
+def _set_aside_contaminated(ctx: StepContext, step: str, result_file: Path) -> dict[str, Any] | None:
+    """Before a bench is measured again: a result that state.json records as contaminated is kept as evidence under
+    `<name>.contaminated` (a name no reader takes for a result) and said live; any other old result is removed.
+    Returns {kept_as, text} for the new measurement's record (the report names the earlier one), or None."""
+    if not result_file.exists():
+        return None
+    old = _recorded_contamination(ctx, step, result_file)
+    if old is None:
+        result_file.unlink()
+        return None
+    kept = result_file.with_name(result_file.name + CONTAMINATED_SUFFIX)
+    result_file.replace(kept)
+    text = str(old.get("text") or "another client used the server")
+    ctx.emit(Notice(step, "warning", f"{result_file.name} was contaminated ({text}): kept as {kept.name}, "
+                                     "left out of every statistic, and measured again"))
+    return {"kept_as": kept.name, "text": text}
 
 
 async def _isolation(url: str, before: mx.ServerCounters | None, after: mx.ServerCounters | None, res: BenchResult,
@@ -401,11 +422,7 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     dataset_path = dataset_path or sr.dataset_path
     stem = (result_name or f"{step}.json")[:-len(".json")]
     result_file = ctx.run.file(f"{stem}.json")
-    if result_file.exists():
-        if _recorded_contaminated(ctx, step, result_file):  # evidence: kept under a name no reader takes for a result
-            result_file.replace(result_file.with_name(result_file.name + CONTAMINATED_SUFFIX))
-        else:
-            result_file.unlink()
+    replaced = _set_aside_contaminated(ctx, step, result_file)
     argv = plan.bench_argv(prof, str(result_file), dataset_path, version, ctx.ph, workload=workload, repeat=repeat,
                            level=level)
     env = bench_env(ctx)
@@ -538,6 +555,8 @@ async def run_benchmark(ctx: StepContext, sr: Any, result_name: str | None = Non
     if iso.get("contaminated"):
         data["contaminated"] = {k: iso[k] for k in ("text", "foreign_requests", "foreign_tokens", "in_flight",
                                                     "server_requests", "bench_requests")}
+    if replaced is not None:
+        data["replaces_contaminated"] = replaced
     if workload is not None:
         data["workload"] = workload.name
     if bench_spec is not None:
