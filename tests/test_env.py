@@ -9,6 +9,7 @@ probe reads metadata only.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -20,6 +21,7 @@ from tui.core.events import Artifact
 from tui.core.host.interpreter import find_server_interpreter, probe_vllm_version, run_probe
 from tui.core.profile.model import load_profile
 from tui.core.host.sysinfo import parse_neuron_ls, version_tuple
+from tui.core.steps.env import settled_bind_error
 
 from env_util import (
     FIXTURES,
@@ -284,6 +286,49 @@ async def test_port_in_use_names_the_holder(tmp_path):
     assert f.status == "fail" and f.value == f"127.0.0.1:{port} in use"
     assert f"pid {os.getpid()}" in f.detail and f"kill {os.getpid()}" in f.remedy
     assert res.facts["port_free"] is False
+
+
+async def test_port_in_use_on_a_fleet_node_is_where_the_search_starts(tmp_path):
+    """On a fleet node each server takes the first free port from server.port up (exec/ports.py): a busy
+    server.port there is told, not failed (CI saw two nodes on one host fail each other's probe)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    try:
+        port = s.getsockname()[1]
+        ctx, ev = make_ctx(tmp_path, make_profile(server={"port": port}))
+        ctx.runtime["node_port_span"] = 200
+        res, facts = await run_env(ctx, ev)
+    finally:
+        s.close()
+    f = facts["server port"]
+    assert f.status == "info" and f.value == f"127.0.0.1:{port} in use on this node"
+    assert f"pid {os.getpid()}" in f.detail and f"from {port} to {min(port + 200, 65536) - 1}" in f.detail
+    assert "server port" not in res.summary and res.facts["port_free"] is False
+
+
+async def test_a_port_taken_for_a_moment_is_probed_again():
+    """A bind that fails while nobody is seen listening (another probe, e.g. a second node's env step on the same
+    host) is tried again; a visible listener, or a failure that lasts every retry, stays in use."""
+    busy = OSError(errno.EADDRINUSE, "Address already in use")
+    calls: list[int] = []
+
+    def probe(answers):
+        def bind(host, port):
+            calls.append(port)
+            return answers.pop(0) if answers else None
+        return bind
+
+    nobody = lambda port: ([], "psutil.net_connections")  # noqa: E731
+    assert await settled_bind_error("127.0.0.1", 5, (0, 0, 0), probe([busy, busy]), nobody) is None
+    assert len(calls) == 3
+    calls.clear()
+    assert await settled_bind_error("127.0.0.1", 5, (0, 0), probe([busy] * 5), nobody) is busy
+    assert len(calls) == 3
+    calls.clear()
+    listener = lambda port: ([(4242, "vllm serve")], "psutil.net_connections")  # noqa: E731
+    assert await settled_bind_error("127.0.0.1", 5, (0, 0), probe([busy, busy]), listener) is busy
+    assert len(calls) == 1
 
 
 async def test_host_all_interfaces_warns(tmp_path):

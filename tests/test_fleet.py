@@ -91,19 +91,25 @@ def state(run_dir: Path) -> dict[str, Any]:
         return {}
 
 
+# a driver on the loopback cluster, dialled as the app dials it (exec/cluster.py: Ray would rewrite 127.0.0.1)
+RAY_INIT = """import json, ray
+from tui.core.exec.cluster import loopback_as_given
+with loopback_as_given():
+    ray.init(address=%r, _node_ip_address="127.0.0.1", log_to_driver=False, logging_level="ERROR")
+"""
+
+
 def ray_nodes(address: str) -> list[dict[str, Any]]:
     """The cluster's nodes as Ray lists them (from a child process: this test process stays off the cluster)."""
-    code = ("import json, ray; ray.init(address=%r, _node_ip_address='127.0.0.1', log_to_driver=False, "
-            "logging_level='ERROR'); print(json.dumps([{k: n[k] for k in ('NodeID', 'Alive', 'Resources')} "
-            "for n in ray.nodes()])); ray.shutdown()" % address)
+    code = (RAY_INIT % address + "print(json.dumps([{k: n[k] for k in ('NodeID', 'Alive', 'Resources')} "
+            "for n in ray.nodes()]))\nray.shutdown()")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def free_neuron_cores(address: str) -> float:
-    code = ("import ray; ray.init(address=%r, _node_ip_address='127.0.0.1', log_to_driver=False, "
-            "logging_level='ERROR'); print(ray.available_resources().get('neuron_cores', 0)); ray.shutdown()" % address)
+    code = RAY_INIT % address + "print(ray.available_resources().get('neuron_cores', 0))\nray.shutdown()"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     return float(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else -1.0
 

@@ -13,6 +13,7 @@ import pytest
 from scipy import stats as sst
 
 from tui.core import events as ev
+from tui.core.exec.cluster import loopback_as_given
 from tui.core.exec.node import Outbox, Remap, coalesce
 from tui.core.exec.ports import node_port
 from tui.core.host.hostlock import HostLocks, core_claims, port_claim
@@ -53,6 +54,20 @@ def test_progress_is_coalesced_to_the_latest_value_per_bar_and_nothing_else_is_d
 
 def _locks(name: str) -> HostLocks:
     return HostLocks.this_run(f"/driver/{name}", f"specdec-tui --ray ({name})", "tune-demo")
+
+
+def test_a_loopback_cluster_is_dialled_as_given():
+    """Ray turns 127.0.0.1 into this host's routable address before it dials (on a host with a default route a
+    cluster on 127.0.0.1 is then missed for minutes); while the app connects, a loopback host stays loopback."""
+    services = pytest.importorskip("ray._private.services")
+    before = services.resolve_ip_for_localhost
+    with loopback_as_given():
+        assert services.resolve_ip_for_localhost("127.0.0.1") == "127.0.0.1"
+        assert services.resolve_ip_for_localhost("localhost") == "localhost"
+        assert services.resolve_ip_for_localhost("10.0.0.5") == "10.0.0.5"
+    assert services.resolve_ip_for_localhost is before
+    with loopback_as_given(False):
+        assert services.resolve_ip_for_localhost is before  # a remote cluster: Ray's own behaviour
 
 
 def test_an_arm_takes_the_first_port_free_on_its_node_and_held_by_no_other_run(tmp_path, monkeypatch):

@@ -4,19 +4,22 @@ for a cluster); the executor that runs the arms there is exec/ray.py.
 
 Before anything runs (exit 2, one paragraph): an address nothing listens on, a cluster that runs another Ray or
 Python, a [fleet] nodes filter that matches no node, no node with the resources one arm needs (its largest node's
-resources named). Addresses on 127.0.0.1 pin this driver's node address too (Ray otherwise looks its own address
-up with a UDP connect to a public resolver).
+resources named). An address on 127.0.0.1 is dialled as given, and pins this driver's node address too: Ray itself
+would rewrite a loopback address to this host's routable one (the address a UDP connect towards a public resolver
+gets) and then miss a cluster whose nodes listen on 127.0.0.1 only (`ray start --node-ip-address 127.0.0.1`,
+`specdec-tui fleet-local`), waiting minutes before it fails (ray-project/ray#59110).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import re
 import socket
 import sys
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from tui.core.events import StepStatus
 from tui.core.exec.base import ExecConfig, ExecutorError
@@ -138,10 +141,12 @@ class Connect:
         host = self._check_reachable(address)
         kwargs: dict[str, Any] = {"address": address, "namespace": NAMESPACE, "log_to_driver": False,
                                   "logging_level": "ERROR", "configure_logging": True}
-        if host is not None and _loopback(host):
+        local = host is not None and _loopback(host)
+        if local:
             kwargs["_node_ip_address"] = "127.0.0.1"  # a local cluster: no lookup of this host's address
         try:
-            ray.init(**kwargs)
+            with loopback_as_given(local):
+                ray.init(**kwargs)
         except Exception as exc:  # ConnectionError, RuntimeError("Version mismatch: ..."), ...
             raise ExecutorError(self._init_problem(exc)) from None
         self.ray = ray
@@ -232,6 +237,30 @@ class Connect:
         self.ray = None
 
 
+@contextlib.contextmanager
+def loopback_as_given(on: bool = True) -> Iterator[None]:
+    """While `ray.init` runs: a loopback host (the cluster address, the driver's node address) stays loopback.
+    Ray's ray._private.services.resolve_ip_for_localhost turns 127.0.0.1 into this host's routable address; where
+    that function is gone (another Ray), Ray's own behaviour stands and a refusal names the address it tried."""
+    try:
+        from ray._private import services
+    except ImportError:
+        services = None
+    saved = getattr(services, "resolve_ip_for_localhost", None)
+    if not on or saved is None:
+        yield
+        return
+
+    def as_given(host: str) -> Any:
+        return host if _loopback(host) else saved(host)
+
+    services.resolve_ip_for_localhost = as_given
+    try:
+        yield
+    finally:
+        services.resolve_ip_for_localhost = saved
+
+
 def _loopback(host: str) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
@@ -294,5 +323,6 @@ def fleet_commands_text(executor: Any, profile: Profile, run_dir: str, vllm_vers
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-__all__ = ["Connect", "NodeGroup", "arm_resources", "fleet_commands_text", "fmt_resources", "import_ray", "merge",
+__all__ = ["Connect", "NodeGroup", "arm_resources", "fleet_commands_text", "fmt_resources", "import_ray",
+           "loopback_as_given", "merge",
            "node_baseline", "node_baseline_id"]

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Awaitable
 
 from tui.core.events import Artifact, Command, Event, Fact, Progress, StepFinished
-from tui.core.exec.ports import PortLock, node_port
+from tui.core.exec.ports import PORT_SPAN, PortLock, node_port
 from tui.core.host.hostlock import HostLocks
 from tui.core.exec.standin import StandIn
 from tui.core.host.hub import hub_settings
@@ -269,6 +269,7 @@ class NodeAgent(StandIn):
         self.out = Outbox(self.dir, Remap([(str(self.dir), driver_run_dir)]))
         self.ctx = StepContext(profile=profile, run=self.run, emit=self.out.emit,
                                ph=Placeholders(run_dir=str(self.dir)), environ=environ)
+        self.ctx.runtime["node_port_span"] = PORT_SPAN  # env: each server here takes a free port from server.port up
         self.platform_error = ""
         self.stand_in_notice = ""
         self.stand_in_message: dict[str, Any] = {}

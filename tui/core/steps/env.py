@@ -322,7 +322,7 @@ async def run(ctx: StepContext) -> StepResult:
     _disk_facts(rec, prof, launch_env, shared)
 
     # ---- network -------------------------------------------------------------------------------
-    shared["port_free"] = _port_fact(rec, srv.host, int(srv.port))
+    shared["port_free"] = await _port_fact(rec, srv.host, int(srv.port), ctx.runtime.get("node_port_span"))
     _bind_address_fact(rec, srv.host, int(srv.port))
     _host_lock_fact(rec, ctx)
 
@@ -532,25 +532,51 @@ def _disk_facts(rec: FactRecorder, prof: Any, environ: dict[str, str], shared: d
         rec.add("compile cache", "cold", "info", f"cold: first launch compiles for several minutes{extra}; {cdir}")
 
 
-def _port_fact(rec: FactRecorder, host: str, port: int) -> bool | None:
+PORT_SETTLE_S = (0.05, 0.1, 0.2, 0.4)  # waits before probing again a port in use that no visible process listens on
+
+
+async def settled_bind_error(host: str, port: int, waits: tuple[float, ...] = PORT_SETTLE_S,
+                             probe: Any = bind_error, holders: Any = port_holders) -> OSError | None:
+    """bind_error, except that a port taken only for a moment is not called in use: while the bind fails and no
+    process is seen listening there, probe again after each of `waits`. Another process probing the port the way
+    this step does holds it for microseconds (two fleet nodes on one host check at once); a server holds it."""
+    err = probe(host, port)
+    for wait in waits:
+        if err is None or err.errno is None or port_error_text(err) != "in use":
+            return err
+        if any(pid is not None for pid, _ in holders(port)[0]):
+            return err
+        await asyncio.sleep(wait)
+        err = probe(host, port)
+    return err
+
+
+async def _port_fact(rec: FactRecorder, host: str, port: int, node_span: int | None = None) -> bool | None:
+    """server.port on this host. On a fleet node (`node_span`: the engine's exec/ports.py picks each server's port
+    there, the first free one from server.port up) a port in use is not a failure, only where the search starts."""
     name = "server port"
     check_host = "127.0.0.1" if host == "localhost" else ("0.0.0.0" if host == "" else host)
     if not is_numeric_host(check_host):
         rec.add(name, f"{host}:{port}", "info", f"not checked: {host} is a name and this step makes no DNS lookups")
         return None
-    err = bind_error(check_host, port)
+    err = await settled_bind_error(check_host, port)
     if err is None:
         rec.add(name, f"{host}:{port} free", "pass")
         return True
     if err.errno is not None and port_error_text(err) == "in use":
         holders, how = port_holders(port)
         named = [(pid, cmd) for pid, cmd in holders if pid is not None]
-        if named:
-            who = "; ".join(f"pid {pid} `{cmd or '?'}`" for pid, cmd in named)
-            rec.add(name, f"{host}:{port} in use", "fail", f"held by {who} (found via {how})",
+        who = ("held by " + "; ".join(f"pid {pid} `{cmd or '?'}`" for pid, cmd in named) + f" (found via {how})"
+               if named else "held by a process this user cannot see")
+        if node_span:
+            last = min(port + node_span, 65536) - 1
+            rec.add(name, f"{host}:{port} in use on this node", "info",
+                    f"{who}; each server on this node takes the first free port from {port} to {last}")
+        elif named:
+            rec.add(name, f"{host}:{port} in use", "fail", who,
                     f"stop it (`kill {named[0][0]}`) or set [server] port to a free port")
         else:
-            rec.add(name, f"{host}:{port} in use", "fail", "held by a process this user cannot see",
+            rec.add(name, f"{host}:{port} in use", "fail", who,
                     f"find it with `sudo ss -ltnp 'sport = :{port}'` and stop it, or set [server] port to a free port")
         return False
     rec.add(name, f"{host}:{port}", "fail", f"cannot bind: {port_error_text(err)}",
