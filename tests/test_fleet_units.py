@@ -13,7 +13,7 @@ import pytest
 from scipy import stats as sst
 
 from tui.core import events as ev
-from tui.core.exec.cluster import loopback_as_given
+from tui.core.exec.cluster import _routable_address, loopback_as_given
 from tui.core.exec.node import Outbox, Remap, coalesce
 from tui.core.exec.ports import node_port
 from tui.core.host.hostlock import HostLocks, core_claims, port_claim
@@ -68,6 +68,19 @@ def test_a_loopback_cluster_is_dialled_as_given():
     assert services.resolve_ip_for_localhost is before
     with loopback_as_given(False):
         assert services.resolve_ip_for_localhost is before  # a remote cluster: Ray's own behaviour
+
+
+def test_a_loopback_address_nothing_listens_on_points_at_the_host_address_that_answers():
+    """`--ray 127.0.0.1:PORT` for a head that listens on this host's routable address only (`ray start --head`
+    without --node-ip-address): the refusal names the address that answers. Here 127.0.0.2 plays that address."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.2", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        assert _routable_address("127.0.0.1", port, node_ip=lambda: "127.0.0.2") == f"127.0.0.2:{port}"
+        assert _routable_address("10.0.0.5", port, node_ip=lambda: "127.0.0.2") is None  # not loopback: as given
+        assert _routable_address("127.0.0.1", port, node_ip=lambda: "127.0.0.1") is None  # no other address
+    assert _routable_address("127.0.0.1", port, node_ip=lambda: "127.0.0.2") is None  # nothing listens there
 
 
 def test_an_arm_takes_the_first_port_free_on_its_node_and_held_by_no_other_run(tmp_path, monkeypatch):

@@ -193,14 +193,18 @@ class Connect:
         if not sep or not port.isdigit() or not host:
             raise ExecutorError(f"--ray {address!r} is not a Ray address; give HOST:PORT of the cluster's head "
                                 "(the address `ray start --head` prints, e.g. 10.0.0.5:6379), or auto.")
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
-                pass
-        except OSError as exc:
+        err = _dial_error(host.strip("[]"), int(port))
+        if err is not None:
+            there = _routable_address(host.strip("[]"), int(port))
+            if there is not None:
+                raise ExecutorError(
+                    f"nothing listens on {address} ({err}), but a server answers at {there}, this host's own "
+                    f"address: a Ray head started without --node-ip-address 127.0.0.1 listens there only. Use --ray "
+                    f"{there} (the address `ray start --head` printed) or --ray auto.")
             raise ExecutorError(
-                f"cannot reach the Ray cluster at {address}: {exc.strerror or exc}. Start it first (`ray start --head "
+                f"cannot reach the Ray cluster at {address}: {err}. Start it first (`ray start --head "
                 f"--port {port}` on {host}, then `ray start --address {address}` on each other node), or fix --ray / "
-                "[fleet] address.") from None
+                "[fleet] address.")
         return host.strip("[]")
 
     def _init_problem(self, exc: BaseException) -> str:
@@ -235,6 +239,34 @@ class Connect:
             except Exception:
                 pass
         self.ray = None
+
+
+def _dial_error(host: str, port: int) -> str | None:
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+            return None
+    except OSError as exc:
+        return str(exc.strerror or exc)
+
+
+def _routable_address(host: str, port: int, node_ip: Any = None) -> str | None:
+    """For a loopback `host` nothing listens on: this host's routable address with `port` when something listens
+    there (where Ray itself would have dialled), else None. `node_ip`: how Ray finds that address (its UDP
+    connect towards a public resolver: no packet is sent)."""
+    if not _loopback(host):
+        return None
+    if node_ip is None:
+        try:
+            from ray._private.services import get_node_ip_address as node_ip
+        except ImportError:
+            return None
+    try:
+        ip = str(node_ip())
+    except Exception:
+        return None
+    if not ip or ip == host or _dial_error(ip, port) is not None:
+        return None
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
 @contextlib.contextmanager
