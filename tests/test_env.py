@@ -272,16 +272,20 @@ async def test_engine_ready_timeout_below_startup_timeout_warns(tmp_path):
     assert facts["VLLM_ENGINE_READY_TIMEOUT_S"].status == "pass"  # the profile's value wins at launch
 
 
-async def test_port_in_use_names_the_holder(tmp_path):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(1)
-    try:
+async def env_with_port_held(tmp_path, **runtime):
+    """The env step with server.port held by a listener of this process: (port, result, facts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
         port = s.getsockname()[1]
         ctx, ev = make_ctx(tmp_path, make_profile(server={"port": port}))
+        ctx.runtime.update(runtime)
         res, facts = await run_env(ctx, ev)
-    finally:
-        s.close()
+    return port, res, facts
+
+
+async def test_port_in_use_names_the_holder(tmp_path):
+    port, res, facts = await env_with_port_held(tmp_path)
     f = facts["server port"]
     assert f.status == "fail" and f.value == f"127.0.0.1:{port} in use"
     assert f"pid {os.getpid()}" in f.detail and f"kill {os.getpid()}" in f.remedy
@@ -291,16 +295,7 @@ async def test_port_in_use_names_the_holder(tmp_path):
 async def test_port_in_use_on_a_fleet_node_is_where_the_search_starts(tmp_path):
     """On a fleet node each server takes the first free port from server.port up (exec/ports.py): a busy
     server.port there is told, not failed (CI saw two nodes on one host fail each other's probe)."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(1)
-    try:
-        port = s.getsockname()[1]
-        ctx, ev = make_ctx(tmp_path, make_profile(server={"port": port}))
-        ctx.runtime["node_port_span"] = 200
-        res, facts = await run_env(ctx, ev)
-    finally:
-        s.close()
+    port, res, facts = await env_with_port_held(tmp_path, node_port_span=200)
     f = facts["server port"]
     assert f.status == "info" and f.value == f"127.0.0.1:{port} in use on this node"
     assert f"pid {os.getpid()}" in f.detail and f"from {port} to {min(port + 200, 65536) - 1}" in f.detail

@@ -193,9 +193,10 @@ class Connect:
         if not sep or not port.isdigit() or not host:
             raise ExecutorError(f"--ray {address!r} is not a Ray address; give HOST:PORT of the cluster's head "
                                 "(the address `ray start --head` prints, e.g. 10.0.0.5:6379), or auto.")
-        err = _dial_error(host.strip("[]"), int(port))
+        bare = host.strip("[]")
+        err = _dial_error(bare, int(port))
         if err is not None:
-            there = _routable_address(host.strip("[]"), int(port))
+            there = _routable_address(bare, int(port))
             if there is not None:
                 raise ExecutorError(
                     f"nothing listens on {address} ({err}), but a server answers at {there}, this host's own "
@@ -205,7 +206,7 @@ class Connect:
                 f"cannot reach the Ray cluster at {address}: {err}. Start it first (`ray start --head "
                 f"--port {port}` on {host}, then `ray start --address {address}` on each other node), or fix --ray / "
                 "[fleet] address.")
-        return host.strip("[]")
+        return bare
 
     def _init_problem(self, exc: BaseException) -> str:
         text = str(exc)
