@@ -92,7 +92,7 @@ def test_columns_two_arm_and_matrix(tmp_path):
     assert rows["Acceptance %"] == ("67.1", "70.0", "55.0", "45.0")
     assert rows["Method, k"][0] == "eagle3, 1"
     assert rows["Profile"] == ("demo (simulated)",) + ("tune-demo (simulated)",) * 3
-    assert rows["Verdict"][0].startswith("✓ EAGLE3 pays: 1.30x")
+    assert rows["Verdict"][0].startswith("✓ EAGLE3 was faster in one run: 1.30x")
     assert rows["Recommended"] == ("n/a", "✓", "", "")
     assert rows["Workload"] == ("sonnet",) * 4
 

@@ -100,7 +100,7 @@ def test_full_demo_headless_json_report(tmp_path):
     assert rows[0]["output_throughput"] == ""  # the other steps carry no numbers
     # report.md stands alone: verdict first, then settings, versions, commands, dataset and hash.
     md = (run_dir / "report.md").read_text()
-    assert md.splitlines()[2].startswith("**✓ EAGLE3 pays" if speedup > 1.0 else "**✗ Speculation did not pay")
+    assert md.splitlines()[2].startswith("**✓ EAGLE3 was faster in one run" if speedup > 1.0 else "**✗ Speculation did not pay")
     for needle in ("## Settings", "| Tensor / pipeline parallel | 16 / 1 |", "| Speculative method, tokens (k) | eagle3, 1 |",
                    "| Input / output length | 512 / 64 |", "## Versions", "vllm `0.29.0`", "## Commands",
                    "--speculative-config", "## Dataset", rep["dataset"]["sha256"], "P90 TPOT (ms)"):

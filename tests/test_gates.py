@@ -109,7 +109,7 @@ def test_evaluate_pass_fail_missing_and_non_numbers():
     assert res[1].message == "✗ acceptance>=70: acceptance = 67.11 — expectation failed"
     assert res[2].actual is None and "no value for 'speedup_lo'" in res[2].message
     assert res[4].message == "✗ runs.chat.output_throughput>1: report.json has no 'runs.chat.output_throughput'"
-    assert "'verdict.text' in report.json is \"EAGLE3 pays: 1.30x" in res[5].message
+    assert "'verdict.text' in report.json is \"EAGLE3 was faster in one run: 1.30x" in res[5].message
     assert res[5].message.endswith("not a number")
 
 

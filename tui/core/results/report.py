@@ -140,11 +140,12 @@ def verdict(exit_code: int, steps: list[dict[str, Any]], comp: dict[str, Any], r
         lead = next((d for d in diags if d["step"] == failed["id"] and d["severity"] == "error"), None)
         why = lead["title"] if lead else failed.get("summary") or "see the step's summary"
         return {"ok": False, "text": f"Failed at {failed.get('title') or STEP_TITLES.get(failed['id'], failed['id'])}: {why}."}
-    if isinstance(sp, (int, float)):
+    if isinstance(sp, (int, float)):  # one run each: the verdict table's "faster / not faster in one run"
         if sp > 1.0:
-            return {"ok": exit_code == 0,
-                    "text": f"EAGLE3 pays: {sp:.2f}x output throughput over the baseline{acc_txt}."}
-        return {"ok": False, "text": f"Speculation did not pay here: {sp:.2f}x output throughput{acc_txt}."}
+            return {"ok": exit_code == 0, "text": f"EAGLE3 was faster in one run: {sp:.2f}x output throughput over "
+                                                  f"the baseline{acc_txt} (one run each: no interval)."}
+        return {"ok": False,
+                "text": f"Speculation did not pay here: {sp:.2f}x output throughput{acc_txt} (one run each: no interval)."}
     if exit_code == 130:
         return {"ok": False, "text": "Interrupted before the comparison was complete."}
     if exit_code == 0:
