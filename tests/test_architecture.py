@@ -168,8 +168,9 @@ def test_engine_runs_steps_through_the_registry():
     from tui.core.profile.model import load_profile
     from tui.core.steps import registry
 
-    assert set(registry.STEPS) == set(STEP_IDS)
+    assert set(registry.STEPS) == set(STEP_IDS) | {"race"}  # race: a tune run's second round (issue 29)
     assert registry.step_for("eagle3-k4") is registry.ARM_STEP
+    assert registry.step_for("race", load_profile("tune-demo")) is registry.STEPS["race"]
     tune = load_profile("tune-demo")
     assert registry.step_for("baseline", tune) is registry.ARM_STEP
     assert registry.step_for("baseline", load_profile("demo")) is registry.STEPS["baseline"]

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from tui.core.results import selection as sel
+
 from e2e_util import FAST_SIM, free_port, load_report, run_cli
 from tui.core.run.engine import parse_steps
 from tui.core.profile.model import ProfileError, load_profile
@@ -25,7 +27,8 @@ TUNE_FAST = dict(FAST_SIM, **{"benchmark.num_prompts": 6, "benchmark.output_len"
 def tune_variant(tmp_path: Path, name: str = "tune-fast", **updates: Any) -> Path:
     values: dict[str, Any] = dict(TUNE_FAST)
     values.update({"server.port": free_port(), "name": name, "tune.num_speculative_tokens": [1, 2],
-                   "tune.repeats": 2, "tune.workloads": ["sonnet", "chat"], "tune.probe_prompts": 3})
+                   "tune.repeats": 2, "tune.workloads": ["sonnet", "chat"], "tune.probe_prompts": 3,
+                   "tune.adaptive": False})  # a fixed matrix unless a test races (test_adaptive_race_*)
     values.update({k.replace("__", "."): v for k, v in updates.items()})
     prof = load_profile("tune-demo").with_values(values)
     path = tmp_path / f"{name}.toml"
@@ -40,7 +43,9 @@ def result(run_dir: Path, arm: str, workload: str, r: int) -> dict[str, Any]:
 def test_tune_profiles_plan_a_step_per_arm():
     prof = load_profile("tune-demo")
     assert parse_steps(None, prof) == ["env", "checkpoints", "dataset", "baseline", "eagle3-k1", "eagle3-k2",
-                                       "eagle3-k3", "results"]
+                                       "eagle3-k3", "race", "results"]  # race: tune.adaptive's second round
+    fixed = prof.with_values({"tune.adaptive": False})
+    assert "race" not in parse_steps(None, fixed)
     assert parse_steps("eagle3-k2,baseline", prof) == ["baseline", "eagle3-k2"]
     with pytest.raises(ValueError, match="eagle3-k9"):
         parse_steps("eagle3-k9", prof)
@@ -123,29 +128,23 @@ def test_tune_matrix_end_to_end(tmp_path: Path):
     k2 = m["cells"]["eagle3-k2"]["sonnet"]
     marg = k2["per_position"]["marginal"]
     assert k2["predicted_al"]["1"] == pytest.approx(1 + marg[0] / 100, abs=1e-3)
-    # The recommendation follows the numbers in the files: an arm pays when its speedup's lower bound is above
-    # 1.0x; between paying arms the smaller k wins unless a larger one is proven faster (a Fieller interval on the
-    # ratio of their throughputs), so the pick is the smallest k of the arms no paying arm is proven faster than
-    # (the best mean and the overlap); no payer: "not proven" when the best mean beats the
-    # baseline, "keep the baseline" otherwise; first-position acceptance < 30 % on every arm: stop tuning.
+    # The recommendation follows the numbers in the files (issue 29): the family-level decision over every
+    # configuration's repeats, recomputed here from the result files with the engine's selection.decide; first-
+    # position acceptance < 30 % on every arm: stop tuning.
     for wl in ("sonnet", "chat"):
         rec = m["recommendation"][wl]
         spec = ("eagle3-k1", "eagle3-k2")
-        means = {a: m["cells"][a][wl]["output_throughput"]["mean"] for a in spec}
-        paying = [a for a in spec if (m["cells"][a][wl]["speedup"]["ci95"] or [0])[0] > 1.0]
         if rec["stop_tuning"]:
             assert rec["verdict"] == "stop_tuning"
             assert all(m["cells"][a][wl]["per_position"]["marginal"][0] < 30 for a in spec)
-        elif paying:
-            best = max(paying, key=means.get)
-            assert rec["verdict"] == "pays" and rec["arm"] in paying
-            tied = {best, *rec["overlap"], rec["arm"]}
-            assert rec["arm"] == (best if not rec["overlap"] else min(tied, key=lambda a: int(a.split("-k")[1])))
+            continue
+        order = ["baseline", *spec]
+        race = sel.decide({a: [result(run_dir, a, wl, r)["output_throughput"] for r in (1, 2)] for a in order}, order)
+        assert rec["selection"]["contenders"] == list(race.contenders)
+        if race.settled:
+            assert rec["verdict"] == ("keep_baseline" if race.pick == "baseline" else "pays") and rec["arm"] == race.pick
         else:
-            best = max(spec, key=means.get)
-            beats = m["cells"][best][wl]["speedup"]["ratio"] > 1.0
-            assert rec["verdict"] == ("not_proven" if beats else "keep_baseline")
-            assert rec["arm"] == (None if beats else "baseline")
+            assert rec["verdict"] == "not_proven" and rec["arm"] is None and rec["candidate"] == race.preferred
     # Every arm in report.md and summary.csv (one row per arm and workload).
     md = (run_dir / "report.md").read_text()
     assert md.index("## Verdict") < md.index("## Step 3: recommendation per workload") < md.index("### Full matrix")
@@ -155,6 +154,36 @@ def test_tune_matrix_end_to_end(tmp_path: Path):
     assert rep["metrics"]["baseline_tok_s"] is not None
     # The chat workload went through the chat endpoint: the bench commands say so.
     assert "--backend openai-chat" in out.stderr and "--endpoint /v1/chat/completions" in out.stderr
+
+
+def test_adaptive_race_relaunches_only_the_configurations_still_in_it_and_a_continued_run_keeps_it(tmp_path: Path):
+    """tune.adaptive: after the first round (2 repeats), the race step relaunches the configurations still in the
+    race on some key up to tune.max_repeats (3) and no other; the report decides over both rounds with two looks;
+    the same --run-dir again plans nothing new and launches nothing."""
+    prof = tune_variant(tmp_path, name="tune-race", **{"tune.workloads": ["sonnet"], "tune.probe_prompts": 0,
+                                                       "tune.adaptive": True, "tune.max_repeats": 3, "tune.confidence": 0.6})
+    run_dir = tmp_path / "run"
+    out = run_cli(tmp_path, "--profile", str(prof), "--headless", "--run-dir", str(run_dir), timeout=900)
+    assert out.returncode in (0, 1), out.stderr[-3000:]
+    state = json.loads((run_dir / "state.json").read_text())
+    race_facts = state["steps"]["race"]["facts"]
+    plan = race_facts["keys"]["sonnet"]
+    more = set(plan["more"])
+    assert set(race_facts["relaunched"]) == more
+    for arm in ("baseline", "eagle3-k1", "eagle3-k2"):
+        assert (run_dir / f"{arm}.sonnet.r3.json").is_file() == (arm in more), arm
+        n = len(state["steps"][arm]["facts"]["repeats"]["sonnet"])
+        assert n == (3 if arm in more else 2), arm
+    rep = load_report(run_dir)
+    s = rep["matrix"]["recommendation"]["sonnet"]["selection"]
+    assert s["looks"] == 2 and {a: s["repeats"][a] for a in s["repeats"]} == {
+        a: (3 if a in more else 2) for a in ("baseline", "eagle3-k1", "eagle3-k2")}
+    assert set(plan["race"]["eliminated"]) <= set(s["eliminated"])  # the first look's eliminations stand
+    logs = {a: (run_dir / f"{a}.serve.log").stat().st_mtime_ns for a in ("baseline", "eagle3-k1", "eagle3-k2")}
+    again = run_cli(tmp_path, "--profile", str(prof), "--headless", "--run-dir", str(run_dir), timeout=600)
+    assert again.returncode in (0, 1), again.stderr[-3000:]
+    assert {a: (run_dir / f"{a}.serve.log").stat().st_mtime_ns for a in logs} == logs  # nothing launched again
+    assert load_report(run_dir)["matrix"]["recommendation"]["sonnet"]["selection"]["repeats"] == s["repeats"]
 
 
 def test_tune_run_continues_where_it_stopped(tmp_path: Path):

@@ -302,6 +302,7 @@ num_prompts = {NUM_PROMPTS}
 [tune]
 num_speculative_tokens = [{SWEEP_K}]
 repeats = {REPEATS}
+adaptive = false
 workloads = ["sonnet"]
 concurrency = [{", ".join(str(n) for n in LEVELS)}]
 probe_prompts = 0

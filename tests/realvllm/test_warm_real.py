@@ -57,7 +57,7 @@ def _argv(real_vllm, srv: Server, prompts: Path, result: Path, n: int = 5) -> li
 def _mode(real_vllm, tmp_path: Path):
     path = tmp_path / "cpu-warm.toml"
     path.write_text(load_profile("cpu").with_values({"server.command": [str(real_vllm.vllm)], "name": "cpu-warm",
-                                                     "tune.repeats": 2, "tune.workloads": ["sonnet"],
+                                                     "tune.repeats": 2, "tune.adaptive": False, "tune.workloads": ["sonnet"],
                                                      "tune.num_speculative_tokens": [1]}).to_toml())
     return bench_mode(load_profile(str(path)), real_vllm.env())
 

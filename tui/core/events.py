@@ -42,6 +42,7 @@ STEP_TITLES: dict[str, str] = {
     "baseline": "Baseline server",
     "eagle3": "EAGLE3 server",
     "results": "Results",
+    "race": "Race: more repeats",
 }
 
 

@@ -208,6 +208,9 @@ class RayExecutor(Connect, Executor):
             return await self._everywhere(ctx, sid)
         if sid == "dataset":
             return await self._dataset(ctx)
+        if sid == "race":  # a second round would launch servers on the driver: the fleet decides on round one
+            return StepResult("skipped", "not run on a fleet: the race's second round runs on one host; the "
+                                         "decision takes the first round's repeats with the same two looks")
         return await step_for(sid, ctx.profile)(ctx, sid)  # results: on the driver, from the facts
 
     async def _agent_step(self, g: NodeGroup, sid: str, shared: dict[str, Any]) -> StepResult:

@@ -126,7 +126,10 @@ def run_steps(profile: Profile) -> list[str]:
     """Every step of a run of this profile, in order."""
     if not is_tune(profile):
         return list(STEP_IDS)
-    return [*PRE_STEPS, *(a.id for a in arms_of(profile)), "results"]
+    arms = arms_of(profile)
+    fixed = [a.id for a in arms if not a.schedule]
+    race = ["race"] if profile.tune is not None and len(profile.tune.rounds) > 1 else []
+    return [*PRE_STEPS, *fixed, *race, *(a.id for a in arms if a.schedule), "results"]
 
 
 def arm_by_id(profile: Profile, sid: str) -> Arm | None:

@@ -208,7 +208,19 @@ SCHEMA: dict[str, dict[str, Spec]] = {
                                        and len(set(v)) == len(v),
                                        "a list of 1 to 8 distinct integers (at most 8 k values: 8 arms per draft), "
                                        "each from 1 to 16, e.g. [1, 2, 3]"),
-        "repeats": Spec("int", 3, _rng(1, 20), "an integer from 1 to 20 (bench runs per arm and workload)"),
+        "repeats": Spec("int", 3, _rng(1, 20), "an integer from 1 to 20 (bench runs per arm and workload; with "
+                        "tune.adaptive the first round's)"),
+        "adaptive": Spec("bool", True, None,
+                         "true or false (true: after the first round of tune.repeats, the configurations still in "
+                         "the race get more repeats, up to tune.max_repeats; false: the fixed matrix, decided once)"),
+        "max_repeats": Spec("int", 12, _rng(1, 50),
+                            "an integer from 1 to 50 (the most bench runs an adaptive race gives one configuration "
+                            "on one workload; at or below tune.repeats there is one round)"),
+        "indifference": Spec("float", 0.05, _rng(0.005, 0.5),
+                             "a fraction from 0.005 to 0.5 (δ: a configuration within this share of the best "
+                             "throughput counts as good as the best, and the smaller k is preferred)"),
+        "confidence": Spec("float", 0.95, _rng(0.5, 0.999),
+                           "a number from 0.5 to 0.999 (1 − α: the family-level confidence of Step 3's decision)"),
         "workloads": Spec("list[str]", ["sonnet"], lambda v: 0 < len(v) <= 3 and len(set(v)) == len(v)
                           and all(x in TUNE_WORKLOADS for x in v),
                           "a list of 1 to 3 distinct names from " + ", ".join(repr(w) for w in ("sonnet", "chat", "own"))),

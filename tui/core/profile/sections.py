@@ -152,6 +152,10 @@ class TuneSettings:
 
     num_speculative_tokens: tuple[int, ...]
     repeats: int
+    adaptive: bool
+    max_repeats: int
+    indifference: float
+    confidence: float
     workloads: tuple[str, ...]
     prompts_file: str
     probe_prompts: int
@@ -169,11 +173,21 @@ class TuneSettings:
         drafts = tuple(DraftSettings(name, d["model"], d.get("method"))
                        for name, d in (table.get("drafts") or {}).items())
         return cls(num_speculative_tokens=tuple(table["num_speculative_tokens"]), repeats=table["repeats"],
+                   adaptive=table["adaptive"], max_repeats=table["max_repeats"],
+                   indifference=float(table["indifference"]), confidence=float(table["confidence"]),
                    workloads=tuple(table["workloads"]), prompts_file=table["prompts_file"],
                    probe_prompts=table["probe_prompts"], seed=table["seed"], vary_seed=table["vary_seed"],
                    parallel=table["parallel"], concurrency=tuple(table["concurrency"]), min_waves=table["min_waves"],
                    slo=SloSettings.from_table(table.get("slo")), verify_schedule=table["verify_schedule"],
                    drafts=drafts)
+
+    @property
+    def rounds(self) -> list[int]:
+        """The repeats of each round of the race: [repeats] for a fixed matrix, [repeats, max_repeats] when
+        adaptive (tui/core/results/selection.round_sizes)."""
+        if not self.adaptive or self.max_repeats <= self.repeats:
+            return [self.repeats]
+        return [self.repeats, self.max_repeats]
 
     @property
     def levels(self) -> tuple[int, ...]:

@@ -182,7 +182,7 @@ def spread(facts: dict[str, dict[str, Any]], workloads: Sequence[str]) -> dict[s
 
 
 def matrix(rows: list[dict[str, Any]], fv: dict[str, Any], keys: list[str],
-           facts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+           facts: dict[str, dict[str, Any]], selection: dict[str, Any] | None = None) -> dict[str, Any]:
     """A fleet's matrix (stats.build_matrix with each arm paired with its nodes' baselines, `view`); when the nodes
     fall into several classes, it holds the first class's arms and `fleet.classes` a matrix per class. The
     matrix's `fleet`: node → class, the classes (nodes, facts, how they differ, arms), the baseline spread, the
@@ -193,7 +193,7 @@ def matrix(rows: list[dict[str, Any]], fv: dict[str, Any], keys: list[str],
 
     def of_class(cid: str | None) -> dict[str, Any]:
         mine = [r for r in rows if cid is None or arm_class.get(r["id"]) == cid or r.get("kind") == "baseline"]
-        return build_matrix(mine, {r["id"]: fv["facts"].get(r["id"]) or {} for r in mine}, keys, fv["baselines"])
+        return build_matrix(mine, {r["id"]: fv["facts"].get(r["id"]) or {} for r in mine}, keys, fv["baselines"], selection)
 
     several = len(classes) > 1
     main = of_class(classes[0]["id"] if several else None)

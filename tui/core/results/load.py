@@ -208,10 +208,11 @@ def validate_schedule(schedule: Any) -> list[str]:
     return []
 
 
-def schedule_text(schedule: Sequence[Sequence[int]]) -> str:
+def schedule_text(schedule: Sequence[Sequence[int]], settled_any: bool = True) -> str:
     """ "k=2 up to 2 concurrent requests, k=1 at 3–4, no speculation from 5"."""
     if not schedule:
-        return "no schedule: no level was measured"
+        return ("no schedule: no level was measured" if settled_any else
+                "no schedule: Step 3 is settled at no level, so no k can be written for any batch size")
     if all(k == 0 for _, _, k in schedule):
         return (f"no speculation at any measured level (1–{schedule[-1][1]}): speculation was not shown to pay "
                 "anywhere, so there is no schedule to deploy; keep the baseline")
@@ -229,7 +230,8 @@ def schedule_text(schedule: Sequence[Sequence[int]]) -> str:
         parts.append(f"{what} {where}")
     text = ", ".join(parts)
     if any(k == 0 for _, _, k in schedule):
-        text += " (k=0 where speculation was not shown to pay: not proven or losing there)"
+        text += (" (k=0 where the baseline is the pick there; a level that is merely not settled keeps a "
+                 "neighbouring settled level's k)")
     return text
 
 
@@ -245,6 +247,8 @@ def _best(rec: dict[str, Any] | None, arms_by_id: dict[str, dict[str, Any]], arm
     out = {"arm": arm, "k": k, "verdict": v, "candidate": cand, "text": rec.get("text") or ""}
     if v == "not_proven" and cand in arms_by_id:
         out["candidate_label"] = arm_label(arms_by_id[cand], arms)
+    elif v == "not_proven" and cand:
+        out["candidate_label"] = "baseline"
     if v == "pays" and rec.get("ahead"):
         out["ahead"] = [dict(a, label=arm_label(arms_by_id[a["arm"]], arms)) for a in rec["ahead"]
                         if a.get("arm") in arms_by_id]
@@ -255,25 +259,40 @@ def _schedule_ks(levels: Sequence[int], best: dict[str, dict[str, Any]], arms_ou
                  arms_by_id: dict[str, dict[str, Any]]) -> tuple[list[int], tuple[Any, Any] | None]:
     """One k per level for the schedule. vLLM runs one draft: the schedule follows the draft recommended at the
     most paying levels; where another draft's arm is recommended, that draft's own best paying arm (highest
-    mean throughput) gives k, else 0."""
+    mean throughput) gives k, else 0. A settled baseline gives 0. A level whose race is not settled never gets 0
+    for being undecided: it takes the k of the nearest settled level (the lower one first; `inherit` records it).
+    With no settled level at all there is no schedule ([])."""
     won = [arms_by_id[best[str(n)]["arm"]] for n in levels
            if best[str(n)]["verdict"] == "pays" and best[str(n)]["arm"] in arms_by_id]
-    if not won:
-        return [0] * len(levels), None
     groups = [_group(a) for a in won]
-    head = max(dict.fromkeys(groups), key=groups.count)
-    ks = []
+    head = max(dict.fromkeys(groups), key=groups.count) if won else None
+    own: dict[int, int | None] = {}
     for n in levels:
         b = best[str(n)]
-        if b["verdict"] != "pays" or b["arm"] not in arms_by_id:
-            ks.append(0)
+        if b["verdict"] == "keep_baseline":
+            own[n] = 0
+        elif b["verdict"] != "pays" or b["arm"] not in arms_by_id:
+            own[n] = None  # undecided (or no numbers): inherits below
         elif _group(arms_by_id[b["arm"]]) == head:
-            ks.append(int(b["k"]))
+            own[n] = int(b["k"])
         else:
             alt = [(lv["throughput"]["mean"] or 0.0, -arm_k(arms_by_id[aid]), arm_k(arms_by_id[aid]))
                    for aid, a in arms_out.items() if aid in arms_by_id and _group(arms_by_id[aid]) == head
                    for lv in [a["levels"][str(n)]] if lv["verdict"] == "pays"]
-            ks.append(max(alt)[2] if alt else 0)
+            own[n] = max(alt)[2] if alt else 0
+    if all(v is None for v in own.values()):
+        return [], head  # no level settled: no schedule (an undecided level is never turned off for it)
+    ks = []
+    for i, n in enumerate(levels):
+        if own[n] is not None:
+            ks.append(own[n])
+            continue
+        lower = [m for m in reversed(levels[:i]) if own[m] is not None]
+        upper = [m for m in levels[i + 1:] if own[m] is not None]
+        src = (lower or upper or [None])[0]
+        if src is not None:
+            ks.append(int(own[src]))
+            best[str(n)]["inherit"] = {"from": src, "k": int(own[src])}
     return ks, head
 
 
@@ -364,7 +383,13 @@ def analyze(matrix: dict[str, Any], arm_facts: dict[str, dict[str, Any] | None],
                 for v in KINDS:
                     entry[v] = st["levels"][v]
                 entry["range_text"] = st["range_text"]
-                entry["crossover"] = {"last_pays": st["last_pays"], "first_loses": st["first_loses"],
+                # a crossover is the list of changes between neighbouring levels (any pattern); the single
+                # last-pays / first-loses pair is given only where the sweep is monotone (else it could read
+                # "first loses at 2, last pays at 4")
+                mono = bool(st.get("monotone"))
+                entry["crossover"] = {"last_pays": st["last_pays"] if mono else None,
+                                      "first_loses": st["first_loses"] if mono else None,
+                                      "transitions": [dict(c) for c in st.get("changes") or []],
                                       "text": st["text"]}
             if slo:
                 entry["sustains_slo_up_to"] = sustains_up_to(levels, {n: lv[str(n)]["meets_slo"] for n in levels})
@@ -376,7 +401,10 @@ def analyze(matrix: dict[str, Any], arm_facts: dict[str, dict[str, Any] | None],
         best = {str(n): _best(recs.get(key), arms_by_id, arms) for n, key in keys.items()}
         ks, head = _schedule_ks(levels, best, arms_out, arms_by_id)
         sched = build_schedule(levels, ks)
-        w: dict[str, Any] = {"arms": arms_out, "best": best, "schedule": sched, "schedule_text": schedule_text(sched),
+        settled_any = any(b["verdict"] in ("pays", "keep_baseline") for b in best.values()) or not any(
+            b["verdict"] == "not_proven" for b in best.values())
+        w: dict[str, Any] = {"arms": arms_out, "best": best, "schedule": sched,
+                             "schedule_text": schedule_text(sched, settled_any),
                              "schedule_basis": schedule_basis(levels, ks, best, sched),
                              "max_k": max(ks) if ks else 0,
                              "slo_text": _slo_text(arms_out, arms, slo, levels),

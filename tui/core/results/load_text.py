@@ -215,7 +215,7 @@ def load_lines(load: dict[str, Any] | None, width: int = 80) -> list[str]:
                 vals.append(f"{_n(sp.get('ratio')) + 'x' if sp.get('ratio') is not None else '—'} "
                             f"{SHORT.get(kind_at(arms[a], n), ' ')}")
             b = (w.get("best") or {}).get(str(n)) or {}
-            bt = {"pays": f"k={b.get('k')}", "keep_baseline": "baseline", "not_proven": "not proven",
+            bt = {"pays": f"k={b.get('k')}", "keep_baseline": "baseline", "not_proven": "not settled",
                   "stop_tuning": "stop tuning", "no_baseline": "no baseline"}.get(b.get("verdict"), "not measured")
             lines.append("  " + f"{n:>5} " + "".join(f"{v:>9}" for v in vals) + f"  {bt}")
         for a in spec:

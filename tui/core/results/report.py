@@ -51,7 +51,7 @@ from tui.core.results.gates import gate_metrics
 from tui.core.plan.commands import CUSTOM_JSONL, Placeholders, format_command
 from tui.core.profile.sections import SloSettings
 from tui.core.results.contamination import contaminated_benches, usable_repeats
-from tui.core.results.stats import build_matrix
+from tui.core.results.stats import build_matrix, selection_settings
 from tui.core.results.report_md import render_markdown
 from tui.core.results.report_rows import (  # noqa: F401  (comparison_rows, RUN_KEYS: re-exported for the front ends)
     RUN_KEYS, comparison, comparison_rows, render_csv, run_summary,
@@ -331,9 +331,10 @@ def tune_matrix(profile: Any, facts: dict[str, dict[str, Any]], statuses: dict[s
             for a in arms]
     by_arm = {a.id: facts.get(a.id) or {} for a in arms}
     fv = fleet_mod.view([a.id for a in arms], facts, bench_keys(profile))
+    choose = selection_settings(profile.tune)
     if fv is None:
-        return build_matrix(rows, by_arm, bench_keys(profile))
-    return fleet_mod.matrix(rows, fv, bench_keys(profile), facts)
+        return build_matrix(rows, by_arm, bench_keys(profile), selection=choose)
+    return fleet_mod.matrix(rows, fv, bench_keys(profile), facts, selection=choose)
 
 
 def load_report(profile: Any, facts: dict[str, dict[str, Any]], statuses: dict[str, str]) -> dict[str, Any] | None:

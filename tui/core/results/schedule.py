@@ -31,7 +31,7 @@ K0_NOTE = ("k = 0 is not the baseline: vLLM still runs the drafter's forward pas
            "numbers at those levels are better than what the schedule's k = 0 ranges will give; where speculation "
            "pays at no level, serve the baseline without a draft")
 WHY = {"pays": "the best k there", "keep_baseline": "no k beats the baseline there",
-       "not_proven": "no k is proven to pay there", "no_baseline": "no baseline numbers there",
+       "not_proven": "not settled there", "no_baseline": "no baseline numbers there",
        "none": "not measured there", "stop_tuning": "acceptance too low there"}
 
 
@@ -42,11 +42,19 @@ def basis(levels: Sequence[int], ks: Sequence[int], best: dict[str, dict[str, An
     "k0_note" (where a k = 0 range sits beside a k > 0 one, else None), "text"}. levels and ks: one k per measured
     level (load._schedule_ks); best: load.analyze's best per level (its verdict says why the level got its k)."""
     levels = list(levels)
-    if not levels:
+    if not levels or not ks:
         return {"measured": [], "inferred": [], "tail": None, "rule": RULE, "k0_note": None,
-                "text": "no level was measured"}
+                "text": "no level was measured" if not levels else "no level is settled: no k was written"}
     measured = [{"level": n, "k": int(k), "verdict": ((best or {}).get(str(n)) or {}).get("verdict") or "none"}
                 for n, k in zip(levels, ks)]
+    undecided = []
+    for m in measured:
+        inh = ((best or {}).get(str(m["level"])) or {}).get("inherit")
+        if isinstance(inh, dict):
+            m["from"] = inh.get("from")
+            undecided.append(f"{m['level']} " + (f"kept k={m['k']} from the settled level {inh['from']}"
+                                                  if inh.get("from") is not None else
+                                                  f"took its preferred configuration's k={m['k']} (no level settled)"))
     inferred = []
     prev = 0
     for n, k in zip(levels, ks):
@@ -63,6 +71,8 @@ def basis(levels: Sequence[int], ks: Sequence[int], best: dict[str, dict[str, An
         text += " Inferred: " + ", ".join(
             f"{e['start'] if e['start'] == e['end'] else str(e['start']) + '–' + str(e['end'])} from {e['from']} "
             f"(k={e['k']})" for e in inferred) + "."
+    if undecided:
+        text += (" Not settled, so never turned off for being undecided: " + "; ".join(undecided) + ".")
     text += f" Above {tail['above']}: k={tail['k']}, vLLM's tail rule. Rule: {RULE}."
     k0 = K0_NOTE if any(e[2] == 0 for e in schedule) and any(e[2] > 0 for e in schedule) else None
     if k0:

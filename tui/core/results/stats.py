@@ -18,6 +18,7 @@ from typing import Any, Iterable, Sequence
 
 from tui.core.plan.arms import split_key
 from tui.core.results.contamination import usable_repeats
+from tui.core.results import selection as sel
 from tui.core.versions import at_least
 from tui.core.results.intervals import (  # noqa: F401  (some names re-exported for stats.*)
     _numbers, betainc, noise_floor, ratio_interval, repeats_to_settle, t_cdf, t_interval, t_quantile,
@@ -164,63 +165,68 @@ def interval_coverage(repeats: int | None, seeds: Iterable[Any] | None = None, c
     return f"{head}; they cover timing noise only (one seed{one}: every repeat sends the same prompts)."
 
 
-def advantage(faster_values: Sequence[Any] | None, slower_values: Sequence[Any] | None) -> dict[str, Any]:
-    """How much faster one arm is than another, and whether that is proven: the ratio of their mean output
-    throughputs with its 95 % Fieller interval (Welch–Satterthwaite degrees of freedom, ratio_interval) —
-    the same interval as every speedup in the report — plus Welch's t-test on the difference of the means
-    (welch_difference) as a cross-check. Overlapping marginal intervals are not a test of a difference: two
-    95 % intervals can overlap where the difference is significant at p < 0.01.
-
-    {ratio, ci95, unbounded, proven (the interval's lower bound is above 1), gain (ratio − 1), welch_p,
-    repeats_needed (of each arm, for the interval to clear 1 with 80 % power if the observed means and spreads
-    hold; None when it cannot be sized or is already proven)}."""
-    ri = ratio_interval(faster_values or [], slower_values or [])
-    ci = ri["ci95"]
-    w = welch_difference(faster_values or [], slower_values or [])
-    proven = bool(ci) and ci[0] > 1.0
-    return {"ratio": ri["ratio"], "ci95": ci, "unbounded": ri["unbounded"], "proven": proven,
-            "gain": None if ri["ratio"] is None else ri["ratio"] - 1.0,
-            "welch_p": None if w is None else w["p_value"],
-            "repeats_needed": None if proven else repeats_to_settle(faster_values or [], slower_values or [])}
+def preference(arm: dict[str, Any], own_draft: Any = None) -> tuple[Any, ...]:
+    """Step 3's order of preference (issue 29): the baseline, then smaller k, then the profile's own draft (the
+    first draft of the matrix), then the arm's id. Smaller sorts first."""
+    if arm.get("kind") == "baseline":
+        return (0, 0.0, 0, "")
+    draft = arm.get("draft_name") or arm.get("draft")
+    return (1, _k(arm), 0 if own_draft is None or draft == own_draft else 1, str(arm.get("id")))
 
 
-def _gain_text(adv: dict[str, Any]) -> str:
-    """ "19 % [6 %, 33 %]": an advantage as a percentage with its interval."""
-    g = adv["gain"] * 100.0
-    if adv["ci95"]:
-        return f"{g:.1f} % [{(adv['ci95'][0] - 1) * 100:.1f} %, {(adv['ci95'][1] - 1) * 100:.1f} %]"
-    return f"{g:.1f} % ({'interval unbounded' if adv['unbounded'] else 'no interval'})"
+def _pct(v: float) -> str:
+    return f"{v * 100:g} %"
+
+
+def _race(arms: list[dict[str, Any]], tput: Any, settings: dict[str, Any] | None) -> sel.Race:
+    """The race of the configurations `arms` (preference order) as the run ran it: with an adaptive run's two
+    rounds, the first look decides on each configuration's first `rounds[0]` repeats and its eliminations stand;
+    the second decides on all of them. A fixed matrix is one look."""
+    st = settings or {}
+    delta = float(st.get("indifference", sel.INDIFFERENCE))
+    conf = float(st.get("confidence", sel.CONFIDENCE))
+    rounds = [int(n) for n in st.get("rounds") or [] if isinstance(n, int) and not isinstance(n, bool)] or [0]
+    order = [a["id"] for a in arms]
+    values = {a["id"]: list(tput(a).get("values") or []) for a in arms}
+    looks = len(rounds)
+    configs = sum(1 for i in order if values[i])
+    if looks > 1:
+        first = sel.decide({i: v[:rounds[0]] for i, v in values.items()}, order, delta, conf, looks=looks,
+                           configs=configs)
+        if not first.settled and sel.next_round(first, rounds, 1) and any(len(v) > rounds[0] for v in values.values()):
+            return sel.decide(values, order, delta, conf, looks=looks, configs=configs, eliminated=first.eliminated)
+        return first
+    return sel.decide(values, order, delta, conf, looks=1, configs=configs)
 
 
 def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[str, Any]]],
-              workload: str) -> dict[str, Any]:
-    """The tutorial's Step 3 on one workload: {verdict, arm, candidate, text, reason, overlap, stop_tuning,
-    repeats_needed}. verdict is one of:
+              workload: str, selection: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The tutorial's Step 3 on one workload, as one decision with a stated error rate (issue 29,
+    tui/core/results/selection.py): {verdict, arm, candidate, text, reason, overlap, stop_tuning, repeats_needed
+    (always None: no sample-size promise is made), ahead, contenders, selection}. selection: the run's
+    {indifference, confidence, rounds} ([tune]; defaults δ 5 %, 95 %, one look). verdict is one of:
 
     - "stop_tuning": the first-position acceptance (first_position_acceptance; not the per-token rate, which
       falls with k) is below 30 % on every measured speculative arm → "stop tuning: validate draft and target
       first", arm None.
-    - "pays": an arm pays when the LOWER bound of its speedup interval is above 1.0x. Between paying arms the
-      difference itself is tested (advantage: the Fieller interval of the ratio of their throughputs): an arm
-      that another paying arm is proven faster than is out, and of the rest the smallest k is recommended —
-      a larger k is taken only where its advantage is proven. overlap lists the paying arms not told apart
-      from the pick; ahead those among them with a higher mean (gain, ci95 and repeats_needed each), and the
-      text says how much faster they are on average and how many repeats would likely settle it. An arm
-      without an interval (one repeat) never pays and is never proven faster or slower than another.
-    - "not_proven": no arm pays but the best mean is above the baseline's (its interval includes 1.0x, is
-      unbounded, or it has one repeat): arm None, candidate that arm, repeats_needed the repeats of each
-      (arm and baseline) that would likely settle it (repeats_to_settle; None where it cannot be sized).
-    - "keep_baseline": the best mean is at or below the baseline's → arm = the baseline's id.
+    - "pays": settled on a speculative arm: with the stated confidence it is the most preferred configuration
+      (the baseline, then smaller k, then the profile's own draft) within δ of the best configuration measured,
+      and the baseline is more than δ below the best. ahead: configurations with a higher mean than the pick
+      (within δ of it by the same decision).
+    - "keep_baseline": settled on the baseline: it is within δ of the best configuration measured.
+    - "not_proven": not settled: candidate the preferred configuration still in the race (the baseline's id
+      possible), contenders all of them; the text names them.
     - "no_baseline": the baseline has no numbers on this workload, so no speedup can be computed.
     - "none": no speculative arm was measured on this workload."""
     def c(aid: str) -> dict[str, Any] | None:
         return (cells.get(aid) or {}).get(workload)
 
-    spec = [a for a in arms if a.get("kind") != "baseline"
+    spec = [a for a in arms if a.get("kind") != "baseline" and not a.get("schedule")
             and (c(a["id"]) or {}).get("output_throughput", {}).get("mean") is not None]
     base_arm = next((a for a in arms if a.get("kind") == "baseline"), None)
     res: dict[str, Any] = {"verdict": "none", "arm": None, "candidate": None, "text": "", "reason": "",
-                           "overlap": [], "stop_tuning": False, "repeats_needed": None, "ahead": []}
+                           "overlap": [], "stop_tuning": False, "repeats_needed": None, "ahead": [],
+                           "contenders": []}
     if not spec:
         res["text"] = f"no speculative arm was measured on {workload}: nothing to recommend"
         res["reason"] = "no speculative arm has an output throughput on this workload"
@@ -230,13 +236,10 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
         return arm_label(a, arms)
 
     def tput(a: dict[str, Any]) -> dict[str, Any]:
-        return c(a["id"])["output_throughput"]
-
-    def speedup(a: dict[str, Any]) -> dict[str, Any]:
-        return c(a["id"]).get("speedup") or {}
+        return (c(a["id"]) or {}).get("output_throughput") or {}
 
     def sp_text(a: dict[str, Any]) -> str:
-        sp = speedup(a)
+        sp = (c(a["id"]) or {}).get("speedup") or {}
         if sp.get("ratio") is None:
             return "no speedup (no baseline)"
         if sp.get("ci95"):
@@ -257,126 +260,94 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
                           "fall with k, not vLLM's per-token acceptance rate")
         return res
 
-    base_mean = ((c(base_arm["id"]) or {}).get("output_throughput") or {}).get("mean") if base_arm else None
-    if base_mean is None:
+    if base_arm is None or tput(base_arm).get("mean") is None:
         res.update(verdict="no_baseline",
                    text=f"no baseline numbers on {workload}: no speedup can be computed, so nothing is recommended",
                    reason="the baseline arm has no output throughput on this workload (not run, failed, or its "
                           "result files are missing); a speculative arm pays only against the baseline")
         return res
 
-    def by_mean(a: dict[str, Any]) -> tuple[float, float]:
-        return (tput(a)["mean"], -_k(a))
-
-    def acceptance_bit(a: dict[str, Any]) -> str | None:
-        acc, al = c(a["id"]).get("acceptance_rate"), c(a["id"]).get("acceptance_length")
-        if not isinstance(acc, (int, float)):
-            return None
-        fp, src = fpa[a["id"]]
-        bit = f"acceptance {acc:.1f}% per token" + (f", length {al:.2f}" if isinstance(al, (int, float)) else "")
-        if fp is not None and src == "first-position acceptance":
-            bit += f", first position {fp:.1f}%"
-        return bit
-
-    paying = [a for a in spec if pays(speedup(a))]
-    if not paying:
-        best = max(spec, key=by_mean)
-        sp = speedup(best)
-        if sp.get("ratio") is not None and sp["ratio"] > 1.0:
-            base_vals = (c(base_arm["id"]) or {}).get("output_throughput", {}).get("values") if base_arm else None
-            need = repeats_to_settle(tput(best).get("values") or [], base_vals or [])
-            if not sp.get("ci95") and not sp.get("unbounded"):
-                why, how = "it has one repeat, so no interval", ("run 2 or more repeats (3 or more to size the "
-                                                                 "next run from the spread)")
-            elif sp.get("unbounded"):
-                why, how = "its interval is unbounded (the baseline's spread is too large for a ratio)", None
-            else:
-                why, how = f"its interval {_fmt_ci(sp['ci95'], 2)} includes 1.0x", None
-            if how is None:
-                how = (f"about {need} repeats of each (baseline and arm) would likely settle it" if need
-                       else "more than 100 repeats would be needed at this spread: the difference is within the noise")
-            res.update(verdict="not_proven", candidate=best["id"], repeats_needed=need,
-                       text=f"not proven: {lab(best)} is {sp['ratio']:.2f}x the baseline on {workload} but {why}; "
-                            f"{how}",
-                       reason=("no speculative arm's speedup interval lies above 1.0x (an arm pays only when its "
-                               "lower bound does); repeats estimated for a 95% interval to clear 1.0x with 80% "
-                               "probability if the observed means and spreads hold (Welch–Satterthwaite degrees "
-                               "of freedom)" if need else
-                               "no speculative arm's speedup interval lies above 1.0x (an arm pays only when its "
-                               "lower bound does)"))
-            return res
-        res.update(verdict="keep_baseline", arm=base_arm["id"] if base_arm else None,
-                   text=f"keep the baseline: no speculative arm beats it on {workload} (best {lab(best)}: "
-                        f"{sp_text(best)})",
-                   reason="no speculative arm has a mean output throughput above the baseline's")
+    own = next((a.get("draft_name") or a.get("draft") for a in spec), None)
+    configs = sorted([base_arm, *spec], key=lambda a: preference(a, own))
+    by_id = {a["id"]: a for a in configs}
+    race = _race(configs, tput, selection)
+    res["selection"] = race.as_dict()
+    delta, conf = _pct(race.delta), _pct(race.confidence)
+    reasons = []
+    for j, by in race.eliminated.items():
+        r, lo, hi = race.ratio(j, by)
+        reasons.append(f"{lab(by_id[j])} is out: more than {delta} below {lab(by_id[by])} "
+                       f"({r:.2f}x [{lo:.2f}, {hi:.2f}] of it)")
+    guarantee = (f"the rule: with {conf} confidence for the whole decision ({sel.METHOD}; α split over "
+                 f"{race.configs - 1} comparisons with the best, both sides, and {race.looks} look"
+                 f"{'s' if race.looks > 1 else ''}), a settled pick is the most preferred configuration — the "
+                 f"baseline, then smaller k, then the profile's own draft — within {delta} of the best one measured; "
+                 "it does not cover configurations not measured, other traffic or another host, and it assumes "
+                 "repeats that vary by a common share (log-normal, one coefficient of variation)")
+    if race.model == "largest":
+        reasons.append(f"the repeats' spreads differ between configurations (Bartlett p = {race.bartlett_p:.3g}): "
+                       "the largest one's variance is used, not the pooled one")
+    if race.critical is None:
+        why = "one repeat each: no spread to decide with" if race.df == 0 else "only one configuration measured"
+        res.update(verdict="not_proven", candidate=race.preferred,
+                   contenders=list(race.contenders), overlap=[i for i in race.contenders if i != race.preferred],
+                   text=f"not settled on {workload}: {why}; run tune.repeats = 2 or more",
+                   reason="; ".join([guarantee, *reasons]))
         return res
-
-    # The pick between paying arms tests each difference itself (advantage: a Fieller interval on the ratio of
-    # their throughputs): an arm another paying arm is proven faster than is out; of the rest the smallest k.
-    vals = {a["id"]: tput(a).get("values") or [] for a in paying}
-    adv = {(a["id"], b["id"]): advantage(vals[a["id"]], vals[b["id"]]) for a in paying for b in paying if a is not b}
-    beaten = {b["id"] for a in paying for b in paying if a is not b and adv[(a["id"], b["id"])]["proven"]}
-    chosen = min((a for a in paying if a["id"] not in beaten), key=lambda a: (_k(a), -tput(a)["mean"]))
-    ct = tput(chosen)
-    csp = speedup(chosen)
-    text = (f"{lab(chosen)}: {ct['mean']:.1f} tok/s {_fmt_ci(ct['ci95'])}, {csp['ratio']:.2f}x baseline "
-            f"{_fmt_ci(csp['ci95'], 2)}")
-    lo = csp["ci95"][0]
-    reason_bits = [f"pays: its speedup's lower bound {lo:.2f} is above 1.0x"]
-    # faster on average but not proven so: the smaller k stands; say by how much and what would settle it
-    ahead = sorted((a for a in paying if a is not chosen and tput(a)["mean"] > ct["mean"]
-                    and not adv[(a["id"], chosen["id"])]["proven"]), key=lambda a: -tput(a)["mean"])
-    others = [a for a in paying if a is not chosen and a["id"] not in beaten]
-    smaller = [a for a in paying if a is not chosen and _k(a) < _k(chosen) and adv[(chosen["id"], a["id"])]["proven"]]
-    for a in smaller:
-        d = adv[(chosen["id"], a["id"])]
-        reason_bits.append(f"faster than {lab(a)} by {_gain_text(d)}, proven (Welch p = {d['welch_p']:.3g})"
-                           if d["welch_p"] is not None else f"faster than {lab(a)} by {_gain_text(d)}, proven")
-    if smaller:
-        text += ", " + ", ".join(f"{adv[(chosen['id'], a['id'])]['gain'] * 100:.0f} % faster than {lab(a)} (proven)"
-                                 for a in smaller)
-    need = None
-    if ahead:
-        bits = []
-        for a in ahead:
-            d = adv[(a["id"], chosen["id"])]
-            n = d["repeats_needed"]
-            need = n if need is None and n else need
-            settle = (f"about {n} repeats of each would likely settle it" if n else
-                      "more than 100 repeats would be needed at this spread")
-            bits.append(f"{lab(a)} is {d['gain'] * 100:.1f} % faster on average, not proven "
-                        f"({d['ratio']:.2f}x {_fmt_ci(d['ci95'], 2) if d['ci95'] else '(interval unbounded)'}); "
-                        f"{settle}")
-        text += "; " + "; ".join(bits) + ": prefer the smaller k"
-        reason_bits.append("a larger k is taken only when its advantage is proven (the 95 % Fieller interval of the "
-                           "ratio of the two arms' throughputs lies above 1, Welch–Satterthwaite degrees of "
-                           "freedom); otherwise the smaller k (less draft work, lower latency where it does not "
-                           "pay)")
-    clear = [a for a in paying if a is not chosen and a not in smaller and adv[(chosen["id"], a["id"])]["proven"]]
-    if clear:
-        reason_bits.append(f"proven faster than {', '.join(lab(a) for a in clear)}")
-    for a in paying:
-        if a["id"] in beaten and a not in smaller and a not in clear:
-            by = [lab(b) for b in paying if b is not a and adv[(b["id"], a["id"])]["proven"]]
-            reason_bits.append(f"{lab(a)} is out: {', '.join(by)} {'is' if len(by) == 1 else 'are'} proven faster")
-    for a in spec:
-        if a in paying:
-            continue
-        sp = speedup(a)
-        if not sp.get("ci95") and not sp.get("unbounded") and sp.get("ratio") is not None:
-            higher = ", a higher single value" if tput(a)["mean"] > ct["mean"] else ""
-            reason_bits.append(f"{lab(a)} has one repeat (no interval{higher}): it can neither pay nor be told apart")
+    if not race.settled:
+        pref = by_id[race.preferred]
+        names = ", ".join(lab(by_id[i]) for i in race.contenders)
+        rounds = [n for n in (selection or {}).get("rounds") or [] if isinstance(n, int)]
+        top = max(race.n.values())
+        if len(rounds) > 1 and top < rounds[-1]:
+            more = (f"the race stopped after its first round: at this spread even tune.max_repeats = {rounds[-1]} "
+                    "repeats would not settle it (a larger tune.max_repeats or tune.indifference would)")
+        elif len(rounds) > 1:
+            more = f"the race ran to tune.max_repeats = {rounds[-1]} repeats"
         else:
-            more = " and a higher mean" if tput(a)["mean"] > ct["mean"] else ""
-            reason_bits.append(f"{lab(a)} does not pay ({sp_text(a)}{more})")
-    acc = acceptance_bit(chosen)
-    if acc:
-        reason_bits.append(acc)
-    res.update(verdict="pays", arm=chosen["id"], candidate=chosen["id"], text=text, reason="; ".join(reason_bits),
-               overlap=[a["id"] for a in others], repeats_needed=need,
-               ahead=[{"arm": a["id"], "gain": _r4(adv[(a["id"], chosen["id"])]["gain"]),
-                       "ci95": adv[(a["id"], chosen["id"])]["ci95"],
-                       "repeats_needed": adv[(a["id"], chosen["id"])]["repeats_needed"]} for a in ahead])
+            more = (f"a fixed matrix of {top} repeats decided once; tune.adaptive = true gives the configurations "
+                    "still in the race more repeats")
+        res.update(verdict="not_proven", candidate=pref["id"], contenders=list(race.contenders),
+                   overlap=[i for i in race.contenders if i != pref["id"]],
+                   text=f"not settled on {workload}: {names} {'are' if len(race.contenders) > 1 else 'is'} still in "
+                        f"the race (within {delta} of the best is not shown for the preferred one while a more "
+                        f"preferred one is not shown more than {delta} below it); the preferred among them is "
+                        f"{lab(pref)}" + (f" ({sp_text(pref)})" if pref is not base_arm else ""),
+                   reason="; ".join([guarantee, *reasons, more]))
+        return res
+    pick = by_id[race.pick]
+    ahead = sorted((i for i in race.contenders if i != pick["id"] and race.mean[i] > race.mean[pick["id"]]),
+                   key=lambda i: -race.mean[i])
+    res["ahead"] = [{"arm": i, "gain": _r4(race.ratio(i, pick["id"])[0] - 1.0),
+                     "ci95": [_r4(race.ratio(i, pick["id"])[1]), _r4(race.ratio(i, pick["id"])[2])],
+                     "repeats_needed": None} for i in ahead]
+    res["contenders"] = list(race.contenders)
+    res["overlap"] = [i for i in race.contenders if i != pick["id"]]
+    lo, hi = race.vs_best[pick["id"]]
+    sure = (f"with {conf} confidence it is within {delta} of the best configuration measured "
+            f"(its throughput is {lo:.2f}–{hi:.2f}x the best of the others)")
+    bits = [f"{lab(by_id[i])} is {(race.ratio(i, pick['id'])[0] - 1) * 100:.1f} % faster on average, within the "
+            f"{delta} zone: the {'baseline' if pick is base_arm else 'smaller k'} is preferred" for i in ahead]
+    if pick is base_arm:
+        best = max(spec, key=lambda a: tput(a)["mean"])
+        res.update(verdict="keep_baseline", arm=pick["id"], candidate=pick["id"],
+                   text=f"keep the baseline on {workload}: {sure}; no arm is shown faster by more than {delta} "
+                        f"(best {lab(best)}: {sp_text(best)})",
+                   reason="; ".join([guarantee, *reasons, *bits]))
+        return res
+    pt = tput(pick)
+    csp = (c(pick["id"]) or {}).get("speedup") or {}
+    acc, al = (c(pick["id"]) or {}).get("acceptance_rate"), (c(pick["id"]) or {}).get("acceptance_length")
+    acc_bit = []
+    if isinstance(acc, (int, float)):
+        fp, src = fpa[pick["id"]]
+        acc_bit = [f"acceptance {acc:.1f}% per token" + (f", length {al:.2f}" if isinstance(al, (int, float)) else "")
+                   + (f", first position {fp:.1f}%" if fp is not None and src == "first-position acceptance" else "")]
+    res.update(verdict="pays", arm=pick["id"], candidate=pick["id"],
+               text=f"{lab(pick)}: {pt['mean']:.1f} tok/s {_fmt_ci(pt.get('ci95'))}, "
+                    f"{csp.get('ratio') or 0:.2f}x baseline {_fmt_ci(csp.get('ci95'), 2)}; {sure}",
+               reason="; ".join([guarantee, "pays: the baseline is shown more than " + delta + " below the best",
+                                 *reasons, *bits, *acc_bit]))
     return res
 
 
@@ -435,8 +406,16 @@ def chat_template_text(mix: dict[str, Any]) -> str:
                    "were templated twice: its acceptance is not the same quantity as on 0.34.")
 
 
+def selection_settings(tune: Any) -> dict[str, Any]:
+    """recommend's `selection` from a profile's typed [tune] (TuneSettings; None: the defaults, one look)."""
+    if tune is None:
+        return {"indifference": sel.INDIFFERENCE, "confidence": sel.CONFIDENCE, "rounds": []}
+    return {"indifference": tune.indifference, "confidence": tune.confidence, "rounds": list(tune.rounds)}
+
+
 def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, Any] | None],
-                 workloads: Sequence[str], baselines: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+                 workloads: Sequence[str], baselines: dict[str, dict[str, Any]] | None = None,
+                 selection: dict[str, Any] | None = None) -> dict[str, Any]:
     """The contract's matrix: {workloads, arms, cells: {arm: {workload: Cell}}, recommendation: {workload: ...},
     noise_floor: {workload: ...}, coverage: {workload: interval_coverage sentence}}. Each repeat's bench facts
     may carry the bench's "seed" (the coverage sentence says whether the seeds varied). Every arm gets a cell
@@ -459,7 +438,7 @@ def build_matrix(arms: Sequence[dict[str, Any]], arm_facts: dict[str, dict[str, 
                 reps, baseline_repeats=base_reps if spec and base_reps else None,
                 probe=_probe_of(facts, wl), baseline_probe=_probe_of(paired, wl),
                 method=a.get("method"), k=arm_k(a), speculative=spec)
-    rec = {wl: recommend(arms_out, cells, wl) for wl in workloads}
+    rec = {wl: recommend(arms_out, cells, wl, selection) for wl in workloads}
     nf = {}
     coverage = {}
     notes: dict[str, list[str]] = {}

@@ -56,22 +56,26 @@ def _row(rec: dict[str, Any], cells: dict[str, Any], arms: list[dict[str, Any]],
     def sp(aid: str | None) -> str:
         return speedup_text(_d(_d(cells.get(aid or "")).get(key)).get("speedup"))
 
+    sel = _d(rec.get("selection"))
+    zone = f"{sel['indifference'] * 100:g} %" if _num(sel.get("indifference")) is not None else "δ"
     if v == "pays" and rec.get("arm") in by_id:
-        verdict = "pays"
+        verdict = f"pays: within {zone} of the best (settled)"
         ahead = [a for a in rec.get("ahead") or [] if a.get("arm") in by_id]
         if ahead:
             a = ahead[0]
-            verdict += (f"; {arm_label(by_id[a['arm']], arms)} +{a['gain'] * 100:.0f} % not proven"
-                        + (f" (~{a['repeats_needed']} repeats)" if a.get("repeats_needed") else ""))
+            verdict += f"; {arm_label(by_id[a['arm']], arms)} +{a['gain'] * 100:.0f} % is within it"
         return arm_label(by_id[rec["arm"]], arms), sp(rec["arm"]), verdict
     if v == "keep_baseline":
         b = _best_spec(cells, arms, key)
-        return "baseline", (f"{arm_label(b, arms)} {sp(b['id'])}" if b else "—"), "keep the baseline: no k beats it"
+        return ("baseline", (f"{arm_label(b, arms)} {sp(b['id'])}" if b else "—"),
+                f"keep the baseline: no k is more than {zone} faster (settled)")
     if v == "not_proven":
         cand = rec.get("candidate")
-        n = rec.get("repeats_needed")
-        return (f"{arm_label(by_id[cand], arms)} (candidate)" if cand in by_id else "—", sp(cand),
-                "not proven" + (f": ~{n} repeats would settle it" if n else ""))
+        label = ("baseline" if cand not in by_id or by_id[cand].get("kind") == "baseline"
+                 else arm_label(by_id[cand], arms))
+        n_in = len(rec.get("contenders") or [])
+        return (f"{label} (preferred)" if cand else "—", sp(cand) if label != "baseline" else "—",
+                "not settled" + (f": {n_in} configurations still in the race" if n_in > 1 else ""))
     if v == "stop_tuning":
         return "baseline", "—", "stop tuning: acceptance below 30 %"
     if v == "no_baseline":
@@ -130,7 +134,7 @@ def headline(report: dict[str, Any]) -> str | None:
                 b = _d(_d(_d(w).get("best")).get(str(n)))
                 v = b.get("verdict")
                 lab = _d(_d(_d(w).get("arms")).get(b.get("arm") or "")).get("label")
-                what = (lab if v == "pays" and lab else {"keep_baseline": "the baseline", "not_proven": "not proven",
+                what = (lab if v == "pays" and lab else {"keep_baseline": "the baseline", "not_proven": "not settled",
                                                          "no_baseline": "no baseline numbers",
                                                          "stop_tuning": "stop tuning"}.get(v or "", "not measured"))
                 groups.setdefault(what, []).append(n)

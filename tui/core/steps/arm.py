@@ -398,6 +398,10 @@ def _kept_repeat(ctx: StepContext, sr: ServerRun, workload: str, r: int) -> dict
 async def _serve_arm(ctx: StepContext, sid: str, arm: Any, sr: ServerRun, workloads: list[tuple[Any, str]],
                      launched: bool) -> StepResult:
     repeats = repeats_of(ctx.profile)
+    # the race's second round (tui/core/steps/race.py): this arm relaunched to reach more repeats on some keys,
+    # its first-round repeats kept (ctx.runtime["resume"]) and its probes reused
+    targets = (ctx.runtime.get("targets") or {}).get(sid)
+    earlier_probes = (ctx.runtime.get("round_probes") or {}).get(sid) or {}
     levels = levels_of(ctx.profile) or [None]
     names = tuple(level_key(w.name, lv) for w, _ in workloads for lv in levels)
     sr.result_facts["arm"] = arm.as_dict()
@@ -417,7 +421,8 @@ async def _serve_arm(ctx: StepContext, sid: str, arm: Any, sr: ServerRun, worklo
             return sr.facts.result(sr.result_facts)
         for w, dataset_path in workloads:
             ctx.emit(ArmProgress(sid, w.name, 0, repeats, names))
-            probe = await _probe(ctx, sr, w, dataset_path)
+            probe = earlier_probes.get(w.name) if targets is not None else None
+            probe = probe if probe is not None else await _probe(ctx, sr, w, dataset_path)
             if probe is not None:
                 probes[w.name] = probe
             elif sr.facts.failed:
@@ -426,8 +431,9 @@ async def _serve_arm(ctx: StepContext, sid: str, arm: Any, sr: ServerRun, worklo
             for level in levels:
                 key = level_key(w.name, level)
                 per[key] = []
-                for r in range(1, repeats + 1):
-                    ctx.emit(ArmProgress(sid, key, r, repeats, names))
+                todo = max(repeats, int((targets or {}).get(key) or 0))
+                for r in range(1, todo + 1):
+                    ctx.emit(ArmProgress(sid, key, r, todo, names))
                     kept = _kept_repeat(ctx, sr, key, r)
                     if kept is not None:
                         per[key].append(kept)

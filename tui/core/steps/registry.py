@@ -10,7 +10,7 @@ from typing import Awaitable, Callable
 
 from tui.core.plan.arms import is_arm_step, is_tune
 from tui.core.profile.model import Profile
-from tui.core.steps import arm, baseline, checkpoints, dataset, eagle3, env, results
+from tui.core.steps import arm, baseline, checkpoints, dataset, eagle3, env, race, results
 from tui.core.steps.base import StepContext, StepResult
 
 Step = Callable[[StepContext, str], Awaitable[StepResult]]
@@ -36,6 +36,10 @@ async def _eagle3(ctx: StepContext, sid: str) -> StepResult:
     return await eagle3.run(ctx)
 
 
+async def _race(ctx: StepContext, sid: str) -> StepResult:
+    return await race.run(ctx, sid)
+
+
 async def _results(ctx: StepContext, sid: str) -> StepResult:
     return await results.run(ctx)
 
@@ -46,6 +50,7 @@ STEPS: dict[str, Step] = {
     "dataset": _dataset,
     "baseline": _baseline,
     "eagle3": _eagle3,
+    "race": _race,
     "results": _results,
 }
 ARM_STEP: Step = arm.run

@@ -96,8 +96,7 @@ async def run_matrix(ctx: StepContext) -> StepResult:
 
 def recommendation_facts(fr: FactRecorder, matrix: dict[str, Any]) -> tuple[bool, dict[str, str]]:
     """One fact per workload (or bench key) with its Step 3 recommendation: pass where an arm pays and nothing is
-    left on the table, warn where the numbers cannot tell yet (not proven, a faster arm's advantage not proven, no
-    baseline numbers), fail on stop tuning or where no speculative arm was measured. (whether the step fails, {fact name: what the warning
+    left on the table, warn where the numbers cannot decide yet (not settled, no baseline numbers), fail on stop tuning or where no speculative arm was measured. (whether the step fails, {fact name: what the warning
     or failure is about in a few words})."""
     failed = False
     shorts: dict[str, str] = {}  # what a warning is about, in a few words, for the step's summary
@@ -111,14 +110,12 @@ def recommendation_facts(fr: FactRecorder, matrix: dict[str, Any]) -> tuple[bool
         if v == "stop_tuning":
             status, failed = "fail", True
             shorts[name] = "first-position acceptance below 30 %"
-        elif v in ("not_proven", "no_baseline") or rec.get("ahead"):
-            # the run worked; its numbers cannot tell yet (the text says what is missing or how many repeats
-            # would settle it)
+        elif v in ("not_proven", "no_baseline"):
+            # the run worked; its numbers cannot decide yet (the text names the configurations still in the race)
             status = "warn"
-            ahead = (rec.get("ahead") or [{}])[0]
-            shorts[name] = ({"not_proven": "no k proven to pay", "no_baseline": "no baseline numbers"}.get(v or "") or
-                            f"{labels.get(ahead.get('arm'), ahead.get('arm'))} +{(ahead.get('gain') or 0) * 100:.1f} % "
-                            "not proven")
+            pref = labels.get(rec.get("candidate"), rec.get("candidate"))
+            shorts[name] = ("no baseline numbers" if v == "no_baseline" else
+                            f"not settled ({pref} preferred)" if pref else "not settled")
         elif not rec.get("arm"):  # no speculative arm measured here
             status, failed = "fail", True
             shorts[name] = "no speculative arm measured"
@@ -148,7 +145,7 @@ def named(facts: list[Any], word: str, shorts: dict[str, str] | None = None) -> 
 
 def _best_short(b: dict[str, Any]) -> str:
     v = b.get("verdict")
-    return {"pays": f"k={b.get('k')}", "keep_baseline": "baseline", "not_proven": "not proven",
+    return {"pays": f"k={b.get('k')}", "keep_baseline": "baseline", "not_proven": "not settled",
             "no_baseline": "no baseline numbers", "stop_tuning": "stop tuning"}.get(v or "", "not measured")
 
 
@@ -183,7 +180,7 @@ def matrix_summary(matrix: dict[str, Any], load: dict[str, Any] | None, fr: Fact
                 picks.append(f"{wl}: {arm_label(arm, matrix.get('arms') or [])} {sp['ratio']:.2f}x"
                              + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""))
             else:
-                picks.append(f"{wl}: " + {"keep_baseline": "keep the baseline", "not_proven": "not proven",
+                picks.append(f"{wl}: " + {"keep_baseline": "keep the baseline", "not_proven": "not settled",
                                           "no_baseline": "no baseline numbers", "stop_tuning": "stop tuning",
                                           }.get(r.get("verdict") or "", "nothing measured"))
     return " · ".join(head + ([("best — " if head else "") + "; ".join(picks)] if picks else [])) or fr.summary()

@@ -284,8 +284,9 @@ def default_run_dir(profile_name: str, base: Path | None = None) -> Path:
 
 # "pending": a later step reset by a retry of an earlier one (Engine.retry), saved so until it runs again
 STATUSES = ("running", "passed", "warned", "failed", "skipped", "unavailable", "interrupted", "pending")
-_STEP_IDS = ("env", "checkpoints", "dataset", "baseline", "eagle3", "results")
-_ARM_ID = re.compile(r"^(eagle3|eagle)-k\d{1,2}(-[a-z0-9_]{1,24})?$")  # a tune run's speculative arms
+_STEP_IDS = ("env", "checkpoints", "dataset", "baseline", "eagle3", "results", "race")
+# a tune run's speculative arms, and its schedule arm
+_ARM_ID = re.compile(r"^(eagle3|eagle)-(k\d{1,2}(-[a-z0-9_]{1,24})?|schedule)$")
 
 
 class RunDirStateError(Exception):

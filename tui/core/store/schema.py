@@ -184,8 +184,13 @@ ARM = Obj({"id": REQ_STR, "title": STR, "kind": STR, "method": STR, "draft": STR
            "num_speculative_tokens": INT, "schedule": BOOL, "status": STR, "startup_s": NUM, "cache_hits": INT,
            "cache_misses": INT},
           required=("id",), nullable=False)
+SELECTION = Obj({"method": STR, "indifference": NUM, "confidence": NUM, "looks": INT, "configs": INT, "df": INT,
+                 "sd_log": NUM, "variance_model": STR, "bartlett_p": NUM, "critical": NUM, "order": Arr(STR),
+                 "repeats": Map(INT), "best_set": Arr(STR), "eliminated": Map(STR), "good": Arr(STR),
+                 "contenders": Arr(STR), "unmeasured": Arr(STR), "preferred": STR, "settled": BOOL, "pick": STR,
+                 "vs_best": Map(Arr(NUM))})
 RECOMMENDATION = Obj({"verdict": STR, "arm": STR, "candidate": STR, "text": STR, "reason": STR, "overlap": Arr(ANY),
-                      "stop_tuning": BOOL, "repeats_needed": INT})
+                      "stop_tuning": BOOL, "repeats_needed": INT, "contenders": Arr(STR), "selection": SELECTION})
 MATRIX = Obj({"workloads": Arr(Scalar("string", nullable=False)), "arms": Arr(ARM), "cells": Map(Map(CELL)),
               "recommendation": Map(RECOMMENDATION), "noise_floor": Obj(), "coverage": Obj(),
               "notes": Map(Arr(STR))})
@@ -204,7 +209,7 @@ STATEMENT = Obj({"label": STR, "by_level": Map(VERDICT), "levels": Map(LEVELS),
                                     nullable=False)),
                  "monotone": BOOL, "note": STR, "range_text": STR, "text": STR, "last_pays": INT, "first_loses": INT})
 SLO_STATUS = Scalar("string", choices=("meets", "misses", "not_measured", "no_goodput"))
-SCHEDULE_BASIS = Obj({"measured": Arr(Obj({"level": INT, "k": INT, "verdict": STR}, nullable=False)),
+SCHEDULE_BASIS = Obj({"measured": Arr(Obj({"level": INT, "k": INT, "verdict": STR, "from": INT}, nullable=False)),
                       "inferred": Arr(Obj({"start": INT, "end": INT, "k": INT, "from": INT}, nullable=False)),
                       "tail": Obj({"above": INT, "k": INT}), "rule": STR, "k0_note": STR, "text": STR})
 LOAD_LEVEL = Obj({"key": STR, "repeats": INT, "measured": BOOL, "throughput": INTERVAL, "speedup": SPEEDUP,
@@ -215,9 +220,13 @@ LOAD_LEVEL = Obj({"key": STR, "repeats": INT, "measured": BOOL, "throughput": IN
                   "meets_slo": BOOL}, nullable=True)
 LOAD_ARM = Obj({"label": STR, "title": STR, "k": INT, "levels": Map(LOAD_LEVEL), "pays": Arr(INT),
                 "not_proven": Arr(INT), "loses": Arr(INT), "range_text": STR,
-                "crossover": Obj({"last_pays": INT, "first_loses": INT, "text": STR}), "sustains_slo_up_to": INT,
+                "crossover": Obj({"last_pays": INT, "first_loses": INT, "text": STR,
+                                  "transitions": Arr(Obj({"after": NUM, "before": NUM, "kind": STR, "verb": STR,
+                                                          "text": STR}, nullable=False))}),
+                "sustains_slo_up_to": INT,
                 "statement": STATEMENT, "slo_stop": Obj({"level": INT, "status": SLO_STATUS})})
 LOAD_BEST = Obj({"arm": STR, "k": INT, "verdict": STR, "candidate": STR, "text": STR, "label": STR,
+                 "inherit": Obj({"from": INT, "k": INT}),
                  "candidate_label": STR,
                  "ahead": Arr(Obj({"arm": STR, "label": STR, "gain": NUM, "ci95": CI95, "repeats_needed": INT},
                                   nullable=False))})
