@@ -161,7 +161,12 @@ def test_adaptive_race_relaunches_only_the_configurations_still_in_it_and_a_cont
     race on some key up to tune.max_repeats (3) and no other; the report decides over both rounds with two looks;
     the same --run-dir again plans nothing new and launches nothing."""
     prof = tune_variant(tmp_path, name="tune-race", **{"tune.workloads": ["sonnet"], "tune.probe_prompts": 0,
-                                                       "tune.adaptive": True, "tune.max_repeats": 3, "tune.confidence": 0.6})
+                                                       "tune.adaptive": True, "tune.max_repeats": 3, "tune.confidence": 0.6,
+                                                       # the tutorial's token timing and a steady host: arms close
+                                                       # enough to race (FAST_SIM's 10x tokens make the baseline win
+                                                       # at the first look)
+                                                       "simulation.token_time_scale": 1.0,
+                                                       "simulation.run_spread": 0.03})
     run_dir = tmp_path / "run"
     out = run_cli(tmp_path, "--profile", str(prof), "--headless", "--run-dir", str(run_dir), timeout=900)
     assert out.returncode in (0, 1), out.stderr[-3000:]

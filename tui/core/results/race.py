@@ -52,19 +52,20 @@ def look(arms: Sequence[dict[str, Any]], facts: dict[str, dict[str, Any] | None]
 def plan(arms: Sequence[dict[str, Any]], facts: dict[str, dict[str, Any] | None], keys: Sequence[str],
          settings: dict[str, Any]) -> dict[str, Any]:
     """{"targets": {arm id: {key: repeats to reach}}, "keys": {key: {"race": Race.as_dict() of the first look,
-    "more": [arm ids], "why": one sentence}}} — the second round of an adaptive run (nothing to run when targets
+    "more": [arm ids], "why": one sentence, "lines": race_lines}}} — the second round of an adaptive run (nothing to run when targets
     is empty)."""
     rounds = list(settings.get("rounds") or [])
     out: dict[str, Any] = {"targets": {}, "keys": {}}
     if len(rounds) < 2:
         return out
+    labels = {a["id"]: arm_label(a, list(arms)) for a in arms}
     for key in keys:
         race = look(arms, facts, key, settings)
         if race is None:
-            out["keys"][key] = {"race": None, "more": [], "why": "no baseline and speculative numbers to race"}
+            out["keys"][key] = {"race": None, "more": [], "why": "no baseline and speculative numbers to race",
+                                "lines": []}
             continue
         more = sel.next_round(race, rounds, 1)
-        labels = {a["id"]: arm_label(a, list(arms)) for a in arms}
         if race.settled:
             why = f"settled on {labels.get(race.pick, race.pick)} at the first look"
         elif not more:
@@ -73,7 +74,7 @@ def plan(arms: Sequence[dict[str, Any]], facts: dict[str, dict[str, Any] | None]
         else:
             why = (f"{', '.join(labels.get(i, i) for i in more)} still in the race: up to {rounds[-1]} repeats each"
                    + (f"; out: {', '.join(labels.get(i, i) for i in race.eliminated)}" if race.eliminated else ""))
-        out["keys"][key] = {"race": race.as_dict(), "more": list(more), "why": why}
+        out["keys"][key] = {"race": race.as_dict(), "more": list(more), "why": why, "lines": race_lines(race, labels)}
         for aid, n in more.items():
             out["targets"].setdefault(aid, {})[key] = n
     return out
@@ -96,3 +97,16 @@ def race_lines(race: sel.Race, labels: dict[str, str]) -> list[str]:
             mark = " ★ settled" if race.pick == i else " (preferred)" if race.preferred == i else ""
             out.append(f"{name}: {lo:.2f}–{hi:.2f}x the best of the others, n = {race.n.get(i, 0)}{mark}")
     return out
+
+
+def estimate_s(facts: dict[str, Any] | None, want: dict[str, int]) -> float | None:
+    """Seconds a relaunch for `want` ({key: repeats to reach}) should take, from the arm's first round: its
+    startup plus the mean bench duration times the repeats to add; None when the facts do not say."""
+    f = facts or {}
+    start = (f.get("startup") or {}).get("seconds")
+    durs = [r.get("duration_s") for recs in (f.get("repeats") or {}).values() if isinstance(recs, list)
+            for r in recs if isinstance(r, dict) and isinstance(r.get("duration_s"), (int, float))]
+    if not isinstance(start, (int, float)) or not durs:
+        return None
+    have = {key: len(usable_repeats(recs)) for key, recs in (f.get("repeats") or {}).items()}
+    return float(start) + sum(durs) / len(durs) * sum(max(0, n - have.get(key, 0)) for key, n in want.items())

@@ -14,7 +14,7 @@ from tui.core.results.figures import ChartError, _arm_labels, _dict, _fmt, _fmt_
 from tui.core.results.load_text import best_words, kind_at
 from tui.core.results.report_md import not_passed
 from tui.core.results.statement import WORDS
-from tui.core.results.verdict_table import COLUMNS, verdict_rows
+from tui.core.results.verdict_table import COLUMNS, guarantee, verdict_rows
 
 CSS = """
 body { font-family: "DejaVu Sans", Verdana, Arial, sans-serif; color: #111; background: #fff; margin: 1.5em auto;
@@ -193,6 +193,9 @@ def render_html(report: dict[str, Any], figures: list[dict[str, Any]], out_dir: 
     rows = verdict_rows(report)
     if rows:
         parts.append('<h2 id="verdict">Verdict</h2>\n' + _table(list(COLUMNS), rows, left=3, text_last=True))
+        sure = guarantee(report)
+        if sure:
+            parts.append(f'<p class="guarantee">{_e(sure)}</p>\n')
     bad = not_passed(report)
     if bad:
         parts.append("<ul>" + "".join(f"<li>{_e(b)}</li>" for b in bad) + "</ul>\n")

@@ -15,7 +15,7 @@ from tui.core.results.fleet import fleet_markdown
 from tui.core.results.load_text import load_markdown
 from tui.core.results.report_rows import _fmt, comparison_rows
 from tui.core.results.stats import STOP_RULE, matrix_columns, matrix_rows
-from tui.core.results.verdict_table import verdict_markdown
+from tui.core.results.verdict_table import guarantee, verdict_markdown
 
 
 def _md_cell(v: Any) -> str:
@@ -83,9 +83,9 @@ def render_markdown(rep: dict[str, Any]) -> str:
         w("\n" + table)
         if rep.get("matrix"):
             covs = list(dict.fromkeys(((rep["matrix"].get("coverage") or {}).values())))
-            w("\nSpeedup: the ratio of mean output throughputs, 95 % Fieller interval over the repeats; a k pays only "
-              "when the interval's lower bound is above 1.0x, and a larger k is picked over a smaller one only when "
-              "its advantage is proven the same way." + (f" {covs[0]}" if len(covs) == 1 else "") + "\n")
+            sure = guarantee(rep)
+            w("\n" + (sure + " " if sure else "") + "Speedup: the ratio of mean output throughputs, each arm's 95 % "
+              "Fieller interval over the repeats." + (f" {covs[0]}" if len(covs) == 1 else "") + "\n")
     bad = not_passed(rep)
     if bad:
         w("\n" + "".join(f"- {_md_cell(b)}\n" for b in bad))

@@ -117,6 +117,23 @@ def verdict_rows(report: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def guarantee(report: dict[str, Any]) -> str | None:
+    """What Step 3's picks claim and what they do not (issue 29), from the recommendation's own settings; None
+    without a matrix."""
+    m = _d(_d(report).get("matrix"))
+    sels = [_d(_d(r).get("selection")) for r in _d(m.get("recommendation")).values()]
+    sels = [x for x in sels if _num(x.get("indifference")) is not None and _num(x.get("confidence")) is not None]
+    if not sels:
+        return None
+    d, c = sels[0]["indifference"] * 100, sels[0]["confidence"] * 100
+    looks = max(int(x.get("looks") or 1) for x in sels)
+    return (f"A pick is settled only when, with {c:g} % confidence for the whole decision, it is the most preferred "
+            f"configuration (the baseline, then smaller k, then the profile's own draft) within {d:g} % of the best "
+            f"one measured (multiple comparisons with the best, Bonferroni form, {looks} look"
+            f"{'s' if looks > 1 else ''}); \"not settled\" names the configurations still in the race. It does not "
+            "cover configurations not measured, other traffic or another host.")
+
+
 def headline(report: dict[str, Any]) -> str | None:
     """A short first sentence for a tune run (report.json's verdict text): per workload the pick, or for a load
     sweep the best arm per run of levels ("sonnet: k = 1 at 1–4, the baseline at 8–16"). None without a matrix."""

@@ -45,12 +45,14 @@ async def run(ctx: StepContext, sid: str) -> StepResult:
     lines = []
     for key, k in planned["keys"].items():
         lines.append(f"{key}: {k['why']}")
-        ctx.emit(Fact(sid, f"race {key}", k["why"], "pass"))
+        ctx.emit(Fact(sid, f"race {key}", k["why"], "pass", " · ".join(k.get("lines") or [])))
     todo = [a for a in arms if a.id in planned["targets"]]
     if not todo:
         summary = "no second round: " + "; ".join(lines)
         ctx.emit(Notice(sid, "info", summary))
         return StepResult("passed", summary, out)
+    left = [race_mod.estimate_s(facts[a.id], planned["targets"][a.id]) for a in todo]
+    spent = 0.0
     for i, arm in enumerate(todo, start=1):
         before = facts[arm.id]
         if not before.get("repeats"):
@@ -60,8 +62,11 @@ async def run(ctx: StepContext, sid: str) -> StepResult:
         if not want:  # a continued run: this arm's second round is already in state.json
             out["relaunched"].append(arm.id)
             continue
+        rest = [x for x in left[i - 1:] if x is not None]
+        eta = f"; about {sum(rest) / 60:.1f} min of device time left" if rest else ""
         ctx.emit(Notice(sid, "info", f"race: relaunching {labels[arm.id]} ({i} of {len(todo)}) for "
-                                     + ", ".join(f"{key} up to {n} repeats" for key, n in want.items())))
+                                     + ", ".join(f"{key} up to {n} repeats" for key, n in want.items())
+                                     + f" ({spent / 60:.1f} min spent{eta})"))
         ctx.runtime["resume"] = {**(ctx.runtime.get("resume") or {}), arm.id: _resume_record(ctx.profile, arm, before)}
         ctx.runtime["targets"] = {arm.id: want}
         ctx.runtime["round_probes"] = {arm.id: before.get("probe") or {}}
@@ -73,12 +78,14 @@ async def run(ctx: StepContext, sid: str) -> StepResult:
             ctx.runtime.pop("round_probes", None)
             (ctx.runtime.get("resume") or {}).pop(arm.id, None)
         took = time.monotonic() - t0
+        spent += took
         if res.status in ("passed", "warned") and res.facts.get("repeats"):
             ctx.shared[arm.id] = res.facts
             ctx.run.update_step(arm.id, facts=res.facts, summary=f"{res.summary} (race: second round)")
             out["relaunched"].append(arm.id)
-            out["launch_s"] += float(res.facts.get("startup_s") or 0.0)
-            out["bench_s"] += max(0.0, took - float(res.facts.get("startup_s") or 0.0))
+            start = float((res.facts.get("startup") or {}).get("seconds") or 0.0)
+            out["launch_s"] += start
+            out["bench_s"] += max(0.0, took - start)
         else:
             out["failed"].append(arm.id)
             ctx.emit(Notice(sid, "warning", f"race: {labels[arm.id]}'s relaunch did not finish ({res.summary}); its "
