@@ -31,7 +31,8 @@ def test_throughput_points_are_the_matrix_cells_with_their_intervals():
     assert [p.label for p in pts] == ["baseline", "k=1", "k=2", "k=3"]
     k1 = m["cells"]["eagle3-k1"]["sonnet@c4"]["output_throughput"]
     assert (pts[1].mean, pts[1].lo, pts[1].hi) == (k1["mean"], k1["ci95"][0], k1["ci95"][1])
-    assert [p.recommended for p in pts] == [False, True, False, False]  # k=1 is recommended at c4
+    rec = m["recommendation"]["sonnet@c4"]  # the star follows Step 3's pick there (none when not settled)
+    assert [p.recommended for p in pts] == [a == rec["arm"] for a in ("baseline", "eagle3-k1", "eagle3-k2", "eagle3-k3")]
     assert ch.throughput_points(m, "chat") == [] and ch.throughput_points(None, "sonnet@c4") == []
 
 

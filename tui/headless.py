@@ -237,7 +237,7 @@ class HeadlessRenderer:
         width = self.console.width
         for wl in m.get("workloads") or []:
             rec = (m.get("recommendation") or {}).get(wl) or {}
-            style = ("yellow" if rec.get("verdict") == "not_proven" or rec.get("overlap") else
+            style = ("yellow" if rec.get("verdict") == "not_proven" else
                      "red" if rec.get("stop_tuning") or not rec.get("arm") else "green")
             self.console.print(Panel(escape(rec.get("text") or "n/a")
                                      + (f"\n[dim]{escape(rec['reason'])}[/]" if rec.get("reason") else ""),

@@ -285,14 +285,14 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
                  "it does not cover configurations not measured, other traffic or another host, and it assumes "
                  "repeats that vary by a common share (log-normal, one coefficient of variation)")
     if race.model == "largest":
-        reasons.append(f"the repeats' spreads differ between configurations (Bartlett p = {race.bartlett_p:.3g}): "
+        reasons.insert(0, f"the repeats' spreads differ between configurations (Bartlett p = {race.bartlett_p:.3g}): "
                        "the largest one's variance is used, not the pooled one")
     if race.critical is None:
         why = "one repeat each: no spread to decide with" if race.df == 0 else "only one configuration measured"
         res.update(verdict="not_proven", candidate=race.preferred,
                    contenders=list(race.contenders), overlap=[i for i in race.contenders if i != race.preferred],
                    text=f"not settled on {workload}: {why}; run tune.repeats = 2 or more",
-                   reason="; ".join([guarantee, *reasons]))
+                   reason="; ".join([*reasons, guarantee]))
         return res
     if not race.settled:
         pref = by_id[race.preferred]
@@ -313,7 +313,7 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
                         f"the race (within {delta} of the best is not shown for the preferred one while a more "
                         f"preferred one is not shown more than {delta} below it); the preferred among them is "
                         f"{lab(pref)}" + (f" ({sp_text(pref)})" if pref is not base_arm else ""),
-                   reason="; ".join([guarantee, *reasons, more]))
+                   reason="; ".join([more, *reasons, guarantee]))
         return res
     pick = by_id[race.pick]
     ahead = sorted((i for i in race.contenders if i != pick["id"] and race.mean[i] > race.mean[pick["id"]]),
@@ -333,7 +333,7 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
         res.update(verdict="keep_baseline", arm=pick["id"], candidate=pick["id"],
                    text=f"keep the baseline on {workload}: {sure}; no arm is shown faster by more than {delta} "
                         f"(best {lab(best)}: {sp_text(best)})",
-                   reason="; ".join([guarantee, *reasons, *bits]))
+                   reason="; ".join([*reasons, *bits, guarantee]))
         return res
     pt = tput(pick)
     csp = (c(pick["id"]) or {}).get("speedup") or {}
@@ -346,8 +346,8 @@ def recommend(arms: Sequence[dict[str, Any]], cells: dict[str, dict[str, dict[st
     res.update(verdict="pays", arm=pick["id"], candidate=pick["id"],
                text=f"{lab(pick)}: {pt['mean']:.1f} tok/s {_fmt_ci(pt.get('ci95'))}, "
                     f"{csp.get('ratio') or 0:.2f}x baseline {_fmt_ci(csp.get('ci95'), 2)}; {sure}",
-               reason="; ".join([guarantee, "pays: the baseline is shown more than " + delta + " below the best",
-                                 *reasons, *bits, *acc_bit]))
+               reason="; ".join(["pays: the baseline is shown more than " + delta + " below the best",
+                                 *reasons, *bits, *acc_bit, guarantee]))
     return res
 
 

@@ -80,6 +80,9 @@ async def run(ctx: StepContext, sid: str) -> StepResult:
         took = time.monotonic() - t0
         spent += took
         if res.status in ("passed", "warned") and res.facts.get("repeats"):
+            # both launches stay on record (device time: tests/perf/adaptive_vs_fixed.py)
+            res.facts["launches"] = [*(before.get("launches") or [before.get("startup") or {}]),
+                                     res.facts.get("startup") or {}]
             ctx.shared[arm.id] = res.facts
             ctx.run.update_step(arm.id, facts=res.facts, summary=f"{res.summary} (race: second round)")
             out["relaunched"].append(arm.id)
