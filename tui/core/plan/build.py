@@ -193,9 +193,13 @@ def build_plan(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_version: s
     tune = is_tune(profile)
     wls = workloads_of(profile) if tune else ["sonnet"]
     repeats = repeats_of(profile) if tune else 1
-    for arm in arms_of(profile):
+    rounds = list(profile.tune.rounds) if tune and profile.tune is not None else [repeats]
+
+    def arm_commands(arm: Any, first: int, last: int, race: bool) -> None:
         what = "baseline" if not arm.speculative else (arm.title if tune else "EAGLE3")  # the tutorial's words
         step_no = "Step 1" if arm.id == "baseline" else ("Step 2" if not tune else "Step 3")
+        if race:
+            step_no = "Race (only for a configuration still in contention after the first round; the same server)"
         out.append(PlannedCommand(arm.id, "serve", f"{step_no}: {what} server" + (f" ({arm.id})" if tune and
                                   arm.speculative else ""), tuple(serve_argv(profile, arm.speculative, vllm_version, ph)),
                                   env))
@@ -209,17 +213,26 @@ def build_plan(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_version: s
             path = dataset if w is None else f"{run_dir}/{w.bench_jsonl}"
             for level in (levels_of(profile) or [None]) if tune else [None]:
                 key = level_key(wl, level)
-                for r in range(1, repeats + 1):
+                for r in range(first, last + 1):
                     res = f"{run_dir}/{result_name(profile, arm.id, key, r)}"
                     seed = bench_seed(profile, r)
                     title = f"{step_no}: {what} benchmark"
                     if tune:
                         title += f", workload {wl}" + (f" at concurrency {level}" if level is not None else "") + \
-                            f" (r{r} of {repeats}, seed {seed})"
+                            f" (r{r} of {last}, seed {seed})"
                     out.append(PlannedCommand(arm.id, "bench", title,
                                               tuple(bench_argv(profile, res, path, vllm_version, ph, workload=w,
                                                                repeat=r, level=level)),
                                               workload=key, repeat=r, seed=seed))
+
+    all_arms = arms_of(profile)
+    for arm in [a for a in all_arms if not a.schedule]:
+        arm_commands(arm, 1, repeats, False)
+    if len(rounds) > 1:  # the race's second round: at most these, in this order (tui/core/steps/race.py)
+        for arm in [a for a in all_arms if not a.schedule]:
+            arm_commands(arm, repeats + 1, rounds[-1], True)
+    for arm in [a for a in all_arms if a.schedule]:
+        arm_commands(arm, 1, repeats, False)
     return RunPlan(profile.name, run_dir, vllm_version, mode, out, benches)
 
 
@@ -269,6 +282,11 @@ def show_commands_text(profile: Profile, run_dir: str = DEFAULT_RUN_DIR, vllm_ve
         parts.append(f"# Repeats: {repeats_of(profile)} per arm and workload, bench --seed "
                      f"{', '.join(str(s) for s in seeds)}"
                      + ("" if len(set(seeds)) > 1 else " (tune.vary_seed = false: every repeat sends the same prompts)"))
+        rounds = list(profile.tune.rounds) if profile.tune is not None else []
+        if len(rounds) > 1:
+            parts.append(f"# Race (tune.adaptive): after the first round, only the configurations still in contention "
+                         f"are relaunched, for up to {rounds[-1]} repeats where the race is open; the commands marked "
+                         "Race are the most it can run")
     parts.append("")
     for c in plan.commands:
         parts.append(f"# {c.title}")
