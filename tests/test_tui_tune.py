@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tui.core.profile.model import load_profile
+
 from tui.app import CLOSED_RUN, SpecdecApp
 from tui.browse import OpenRunError, log_files, open_run
 from tui.core.plan import arms
@@ -106,7 +108,8 @@ async def test_choosing_another_profile_changes_the_steps_and_panes():
         app.query_one("#profile-select").value = "tune-demo"
         await pilot.pause()
         await pilot.pause()
-        assert step_ids(app) == ["profile", *arms.run_steps(tune.tune_profile())]
+        assert step_ids(app) == ["profile", *arms.run_steps(load_profile("tune-demo"))]
+        assert "race" in step_ids(app)  # the bundled tune-demo races (tune.adaptive): its Race step is listed
         assert type(app.results_pane).__name__ == "MatrixPane"
         assert app.query_one("#pane-eagle3-k3").title == "EAGLE3 k=3 server"
         assert not app.query("#pane-eagle3")

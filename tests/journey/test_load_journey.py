@@ -98,14 +98,24 @@ def test_verdicts_crossover_best_k_and_schedule_follow_the_intervals(load_run):
         assert a["loses"] == [n for n in LEVELS if verdicts[n] == "loses"]
         assert a["range_text"]
     sched = entry["schedule"]
-    assert sched[0][0] == 1 and sched[-1][1] == max(LEVELS)
-    assert all(sched[i][1] + 1 == sched[i + 1][0] for i in range(len(sched) - 1))
     ks = {a["id"]: a["num_speculative_tokens"] for a in rep["matrix"]["arms"]}
+    # issue 29: settled on an arm → its k, on the baseline → 0; not settled → the nearest settled level's k (the
+    # lower one first), never 0 for being undecided; no settled level → no schedule
+    own = {}
     for n in LEVELS:
         r = rec[f"sonnet@c{n}"]
         assert entry["best"][str(n)]["verdict"] == r["verdict"]
-        k_at = next(e[2] for e in sched if e[0] <= n <= e[1])
-        assert k_at == (ks[r["arm"]] if r["verdict"] == "pays" else 0), (n, sched, r)
+        own[n] = ks[r["arm"]] if r["verdict"] == "pays" else 0 if r["verdict"] == "keep_baseline" else None
+    if all(v is None for v in own.values()):
+        assert sched == []
+    else:
+        assert sched[0][0] == 1 and sched[-1][1] == max(LEVELS)
+        assert all(sched[i][1] + 1 == sched[i + 1][0] for i in range(len(sched) - 1))
+        lv = list(LEVELS)
+        for i, n in enumerate(lv):
+            near = [m for m in reversed(lv[:i]) if own[m] is not None] + [m for m in lv[i + 1:] if own[m] is not None]
+            k_at = next(e[2] for e in sched if e[0] <= n <= e[1])
+            assert k_at == (own[n] if own[n] is not None else own[near[0]]), (n, sched, own)
     # neuron: the schedule is reported, not run, and not written as a profile vllm-neuron would refuse
     assert rep["load"]["schedule_verification"]["status"] == "unsupported"
     assert "vllm-neuron" in rep["load"]["schedule_verification"]["text"]
@@ -292,7 +302,7 @@ def test_the_verdict_table_opens_report_md_and_every_warning_is_named(load_run):
         n = int(ln.split("|")[2])
         v = rep["matrix"]["recommendation"][f"sonnet@c{n}"]["verdict"]
         assert ln.split("|")[5].strip().startswith({"pays": "pays", "keep_baseline": "keep the baseline",
-                                                    "not_proven": "not proven"}[v]), ln
+                                                    "not_proven": "not settled"}[v]), ln
     assert md.index("## Verdict") < md.index("## Charts") < md.index("## Load: where speculation stops paying") \
         < md.index("## Appendix") < md.index("### Commands")
     assert len(rep["verdict"]["text"]) < 200  # the headline is a sentence, the table says the rest
