@@ -23,9 +23,14 @@ def test_repeats_get_their_own_seed_by_default():
     prof = _tune()
     assert [plan.bench_seed(prof, r) for r in (1, 2, 3)] == [0, 1, 2]
     ph = Placeholders(run_dir="RUN")
-    argvs = [c.argv for c in plan.build_plan(prof, "RUN", "0.29.0", ph=ph).commands if c.role == "bench"]
-    assert len(argvs) == 4 * 3  # baseline + k=1,2,3, three repeats each
+    argvs = [c.argv for c in plan.build_plan(prof, "RUN", "0.29.0", ph=ph).commands
+             if c.role == "bench" and not c.title.startswith("Race")]
+    assert len(argvs) == 4 * 3  # baseline + k=1,2,3, three repeats each (the race's repeats come after them)
     assert [_flag(a, "--seed") for a in argvs[:3]] == ["0", "1", "2"]
+    race = [c.argv for c in plan.build_plan(prof, "RUN", "0.29.0", ph=ph).commands
+            if c.role == "bench" and c.title.startswith("Race")]
+    n = prof.tune.max_repeats - 3
+    assert len(race) == 4 * n and [_flag(a, "--seed") for a in race[:n]] == [str(r - 1) for r in range(4, 4 + n)]
 
 
 def test_a_profile_key_keeps_one_seed():
