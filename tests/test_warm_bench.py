@@ -410,7 +410,7 @@ async def test_where_the_runner_cannot_be_used_the_arm_falls_back_to_a_process_p
 # ------------------------------------------------------------------------------------------- headless runs
 
 def _variant(tmp_path: Path, name: str, **updates) -> Path:
-    values = dict(FAST_SIM, **{"server.port": free_port(), "name": name, "tune.repeats": 2,
+    values = dict(FAST_SIM, **{"server.port": free_port(), "name": name, "tune.repeats": 2, "tune.adaptive": False,
                                "tune.workloads": ["sonnet"], "tune.num_speculative_tokens": [1],
                                "benchmark.num_prompts": 4})
     values.update({k.replace("__", "."): v for k, v in updates.items()})
