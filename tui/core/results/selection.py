@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from tui.core.results.intervals import t_quantile
@@ -232,7 +232,7 @@ def decide(samples: Mapping[str, Sequence[Any]], order: Sequence[str], delta: fl
     floor = math.log(1.0 - delta)
     if crit is None:  # nothing can be decided yet: every measured configuration is still in the race
         gone = {i: b for i, b in (eliminated or {}).items() if i in n}
-        return _with(race, best_set=tuple(measured), eliminated=gone, good=(),
+        return replace(race, best_set=tuple(measured), eliminated=gone, good=(),
                      contenders=tuple(i for i in measured if i not in gone), vs_best={})
     w = race.width
     best_set = tuple(i for i in measured if all(mean[i] - mean[m] + w(i, m) >= 0 for m in measured if m != i))
@@ -250,14 +250,8 @@ def decide(samples: Mapping[str, Sequence[Any]], order: Sequence[str], delta: fl
         lo = min(0.0, min(mean[i] - mean[l] - w(i, l) for l in rest))
         hi = max(0.0, min(mean[i] - mean[l] + w(i, l) for l in rest))
         vs_best[i] = (math.exp(lo), math.exp(hi))
-    return _with(race, best_set=best_set, eliminated=gone, good=good,
+    return replace(race, best_set=best_set, eliminated=gone, good=good,
                  contenders=tuple(i for i in measured if i not in gone), vs_best=vs_best)
-
-
-def _with(race: Race, **kw: Any) -> Race:
-    from dataclasses import replace
-
-    return replace(race, **kw)
 
 
 def can_settle(race: Race, cap: int) -> bool:
